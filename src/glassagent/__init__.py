@@ -1,0 +1,32 @@
+"""glassagent: typed, async, tool-using LLM agents whose every step is visible."""
+
+from glassagent._agent.agent import Agent
+from glassagent._agent.run import AgentRun
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.errors import GlassAgentError
+from glassagent._core.events import Event
+from glassagent._core.messages import LLMResponse, Message, ModelSettings, ToolCall, Usage
+from glassagent._core.result import RunResult, ToolResult
+from glassagent._tools.context import ToolContext
+from glassagent._tools.tool import Tool, tool
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Agent",
+    "AgentRun",
+    "BaseLLMClient",
+    "Event",
+    "GlassAgentError",
+    "LLMResponse",
+    "Message",
+    "ModelSettings",
+    "RunResult",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolResult",
+    "Usage",
+    "__version__",
+    "tool",
+]

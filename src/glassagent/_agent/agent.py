@@ -1,0 +1,190 @@
+"""`Agent`: a client, tools and instructions; `run` starts the Think -> Act -> Observe loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+from glassagent._agent.run import AgentRun
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.errors import UserError
+from glassagent._core.messages import Attachment, Message, ModelSettings
+from glassagent._core.result import RunResult
+from glassagent._tools.context import DepsT
+from glassagent._tools.tool import Tool, as_tool
+
+AttachmentLike = Attachment | str | os.PathLike[str]
+"""An `Attachment`, or a file path to attach."""
+
+_T = TypeVar("_T")
+
+_NO_SETTINGS = ModelSettings()
+
+
+def _attachment(item: AttachmentLike) -> Attachment:
+    return item if isinstance(item, Attachment) else Attachment.from_path(item)
+
+
+class Agent(Generic[DepsT]):
+    """A model client plus tools: runs the Think -> Act -> Observe loop, streaming events.
+
+    Example:
+        ```python
+        agent = Agent(client, [add], system="Be brief.")
+        async for event in agent.run("What is 17 + 25?"):
+            print(event.to_dict())
+        ```
+    """
+
+    __slots__ = (
+        "_definitions",
+        "_tools",
+        "client",
+        "max_iterations",
+        "settings",
+        "system",
+        "tool_timeout",
+    )
+
+    def __init__(
+        self,
+        client: BaseLLMClient,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        system: str | None = None,
+        max_iterations: int = 10,
+        settings: ModelSettings | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        """Create an agent.
+
+        Args:
+            client: The model backend.
+            tools: Tools, or plain functions (wrapped with `tool` automatically).
+            system: System instructions sent with every model call.
+            max_iterations: Most model calls a run may make before it fails.
+            settings: Default generation settings; a run's settings override them.
+            tool_timeout: Seconds a tool call may take when its tool sets no timeout.
+
+        Raises:
+            UserError: On a non-client, duplicate tool names or a bad limit.
+        """
+        if not isinstance(client, BaseLLMClient):
+            raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
+        if max_iterations < 1:
+            raise UserError("`max_iterations` must be at least 1.")
+        if tool_timeout is not None and tool_timeout <= 0:
+            raise UserError("`tool_timeout` must be a positive number of seconds.")
+        by_name: dict[str, Tool] = {}
+        for item in tools:
+            wrapped = as_tool(item)
+            if wrapped.name in by_name:
+                raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
+            by_name[wrapped.name] = wrapped
+        self.client = client
+        """The model backend."""
+        self.system = system
+        """System instructions."""
+        self.max_iterations = max_iterations
+        """Most model calls per run."""
+        self.settings = settings or _NO_SETTINGS
+        """Default generation settings."""
+        self.tool_timeout = tool_timeout
+        """Default seconds per tool call."""
+        self._tools = by_name
+        self._definitions = tuple(t.definition for t in by_name.values())
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The agent's tools."""
+        return tuple(self._tools.values())
+
+    def run(
+        self,
+        prompt: str,
+        *,
+        messages: Sequence[Message] | None = None,
+        attachments: Iterable[AttachmentLike] = (),
+        deps: DepsT | None = None,
+        settings: ModelSettings | None = None,
+    ) -> AgentRun:
+        """Start a run; iterate the result for events, or await it for the `RunResult`.
+
+        Nothing happens until the run is iterated or awaited.
+
+        Args:
+            prompt: The user's message.
+            messages: The conversation so far (e.g. ``previous.all_messages``).
+            attachments: Files sent with the prompt (paths or `Attachment`s).
+            deps: Any object tools receive as ``ctx.deps``.
+            settings: Generation settings that override the agent's for this run.
+        """
+        conversation = list(messages or ())
+        conversation.append(
+            Message(
+                role="user",
+                content=prompt,
+                attachments=tuple(_attachment(a) for a in attachments),
+            )
+        )
+        return AgentRun(
+            client=self.client,
+            tools=self._tools,
+            definitions=self._definitions,
+            system=self.system,
+            settings=self.settings.merge(settings),
+            max_iterations=self.max_iterations,
+            tool_timeout=self.tool_timeout,
+            conversation=conversation,
+            deps=deps,
+        )
+
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        messages: Sequence[Message] | None = None,
+        attachments: Iterable[AttachmentLike] = (),
+        deps: DepsT | None = None,
+        settings: ModelSettings | None = None,
+    ) -> RunResult:
+        """Run to the end and return the `RunResult`, from plain code or inside a running loop.
+
+        In a script this uses ``asyncio.run``. Inside an already running event loop (Jupyter),
+        the run executes on a fresh loop in a worker thread and this call blocks until it ends.
+        A client holding connections made on another loop may not reuse them there.
+
+        Args:
+            prompt: The user's message.
+            messages: The conversation so far.
+            attachments: Files sent with the prompt.
+            deps: Any object tools receive as ``ctx.deps``.
+            settings: Generation settings for this run.
+
+        Raises:
+            GlassAgentError: When the run fails or is aborted (with ``.result`` set).
+        """
+        run = self.run(
+            prompt, messages=messages, attachments=attachments, deps=deps, settings=settings
+        )
+        return run_coroutine_sync(_await(run))
+
+    def __repr__(self) -> str:
+        return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
+
+
+async def _await(run: AgentRun) -> RunResult:
+    return await run
+
+
+def run_coroutine_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run `coro` to completion from synchronous code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="glassagent-run-sync") as pool:
+        return pool.submit(asyncio.run, coro).result()

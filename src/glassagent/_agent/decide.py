@@ -1,0 +1,79 @@
+"""The loop's decisions as plain functions: no I/O, no awaiting, easy to reason about."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.messages import LLMResponse, Message, ToolCall
+from glassagent._core.result import ToolResult
+
+if TYPE_CHECKING:
+    from glassagent._tools.tool import Tool
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The model answered: the run ends with this text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Act:
+    """The model asked for tools: execute these calls, then think again."""
+
+    calls: tuple[ToolCall, ...]
+
+
+Step = Finish | Act
+
+
+def next_step(response: LLMResponse) -> Step:
+    """Decide what follows a model answer: act on its tool calls, or finish with its text."""
+    if response.tool_calls:
+        return Act(response.tool_calls)
+    return Finish(response.text)
+
+
+def may_think_again(iteration: int, max_iterations: int) -> bool:
+    """Whether another model call is allowed after `iteration` calls."""
+    return iteration < max_iterations
+
+
+def resolve(calls: tuple[ToolCall, ...], tools: Mapping[str, Tool]) -> list[Tool | None]:
+    """The tool that handles each call, or `None` for names the agent does not know."""
+    return [tools.get(call.name) for call in calls]
+
+
+def aborted_result(call: ToolCall, reason: str, duration_ms: float) -> ToolResult:
+    """The result recorded for a tool call cancelled by an abort."""
+    return ToolResult(
+        call.id, call.name, f"Error: tool call aborted ({reason}).", True, duration_ms
+    )
+
+
+def partial_message(text: str, thinking: str) -> Message | None:
+    """The assistant message kept when a streamed answer is aborted; None if nothing came."""
+    if not text and not thinking:
+        return None
+    return Message(role="assistant", content=text, thinking=thinking or None, status="aborted")
+
+
+def mark_aborted(message: Message) -> Message:
+    """`message` with status ``aborted``."""
+    return replace(message, status="aborted")
+
+
+def last_assistant_text(messages: list[Message], start: int) -> str:
+    """Text of the last assistant message at or after index `start`."""
+    for message in reversed(messages[start:]):
+        if message.role == "assistant":
+            return message.content
+    return ""
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` event payload for an exception."""
+    return {"error": str(exc) or type(exc).__name__, "error_type": type(exc).__name__}

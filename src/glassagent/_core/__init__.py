@@ -1,0 +1,1 @@
+"""Implementation package; import from the public modules instead."""

@@ -1,0 +1,132 @@
+"""`BaseLLMClient`: the one interface every model backend implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from glassagent._core.result import ToolResult
+
+
+class BaseLLMClient(ABC):
+    """Base class of model backends.
+
+    A backend implements `chat` only; `stream` falls back to it. Backends that can stream
+    override `stream` too. Clients are async context managers: ``async with client: ...``
+    closes their connections on exit.
+    """
+
+    provider_name: str = "custom"
+    """Name of the provider, shown in events and errors (e.g. ``"gemini"``)."""
+    model: str = "unknown"
+    """The model this client talks to."""
+
+    @abstractmethod
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """Send a conversation to the model and return its complete answer.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Generation settings for this call.
+
+        Returns:
+            The model's answer.
+        """
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the model's answer: text and thinking deltas, then one final `LLMResponse`.
+
+        The default calls `chat` and yields its thinking and text as one delta each.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Generation settings for this call.
+
+        Yields:
+            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
+        """
+        response = await self.chat(messages, tools, system, settings=settings)
+        if response.thinking:
+            yield ThinkingDelta(response.thinking)
+        if response.text:
+            yield TextDelta(response.text)
+        yield response
+
+    def format_assistant_message(self, response: LLMResponse) -> Message:
+        """Turn a model answer into the assistant `Message` kept in the conversation.
+
+        Args:
+            response: The model's answer.
+        """
+        return Message(
+            role="assistant",
+            content=response.text,
+            tool_calls=response.tool_calls,
+            thinking=response.thinking,
+        )
+
+    def format_tool_result(self, call: ToolCall, result: ToolResult) -> Message:
+        """Turn a tool's result into the `Message` sent back to the model.
+
+        Args:
+            call: The call the result answers.
+            result: The tool's result.
+        """
+        return Message(
+            role="tool",
+            content=result.output,
+            tool_call_id=call.id,
+            name=call.name,
+            is_error=result.is_error,
+        )
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release the client's resources (HTTP connections). The default does nothing."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(provider={self.provider_name!r}, model={self.model!r})"

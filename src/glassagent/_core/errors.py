@@ -1,0 +1,131 @@
+"""The exception tree (documented in `glassagent.errors`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from glassagent._core.result import RunResult
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """Recreate an exception without calling its ``__init__`` (used by pickle)."""
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+class GlassAgentError(Exception):
+    """Root of every error glassagent raises.
+
+    Attributes:
+        result: The partial `RunResult` of the agent run that failed, when the error ended a run.
+    """
+
+    result: RunResult | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+class UserError(GlassAgentError):
+    """The SDK was used in a way it does not support (bad tool definition, bad argument...)."""
+
+
+class ConfigurationError(GlassAgentError, ValueError):
+    """Required configuration is missing or invalid, e.g. an API key or a base URL."""
+
+
+class ProviderError(GlassAgentError):
+    """A model provider failed or answered with an error.
+
+    Attributes:
+        status: The HTTP status code, when there was one.
+        body: The response body (text), when there was one. Never contains an API key.
+        provider: The provider name, e.g. ``"gemini"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.provider = provider
+
+
+class AuthenticationError(ProviderError, ValueError):
+    """The provider rejected the credentials (invalid, missing or unauthorised key)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider is rate limiting requests.
+
+    Attributes:
+        retry_after: Seconds the provider asked to wait before retrying, when it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = 429,
+        body: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body, provider=provider)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider is temporarily unavailable (5xx, refused connection); retrying may help."""
+
+
+class ResponseParseError(ProviderError):
+    """The provider's response could not be understood (malformed body, truncated stream)."""
+
+
+class ToolError(GlassAgentError):
+    """Raised by a tool to report a clean error message back to the model.
+
+    The agent catches it (like any exception a tool raises) and sends its message to the model
+    as an error result, so the model can correct itself.
+    """
+
+
+class RunError(GlassAgentError):
+    """Base of the errors that end an agent run without a final answer."""
+
+
+class MaxIterationsExceeded(RunError):
+    """The run reached `max_iterations` model calls without a final answer."""
+
+    def __init__(self, message: str, *, max_iterations: int) -> None:
+        super().__init__(message)
+        self.max_iterations = max_iterations
+
+
+class RunAborted(RunError):
+    """The run was aborted (``run.abort()`` or cancellation) before it finished.
+
+    Attributes:
+        reason: The reason given to ``abort()``.
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

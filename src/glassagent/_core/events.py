@@ -1,0 +1,277 @@
+"""The closed set of events an agent run emits (documented in `glassagent.events`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+from glassagent._core.errors import UserError
+from glassagent._core.messages import (
+    Message,
+    ModelSettings,
+    StopReason,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseEvent:
+    """Fields every event carries."""
+
+    run_id: str
+    """Id of the run that emitted the event."""
+    seq: int
+    """Position of the event in its run: 0, 1, 2, ... with no gaps."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the standard JSON-serialisable event dict (``type`` first).
+
+        Bytes become base64 strings; values JSON cannot hold become their ``repr``.
+        """
+        from pydantic_core import to_jsonable_python
+
+        data: dict[str, Any] = to_jsonable_python(self, bytes_mode="base64", fallback=repr)
+        return {"type": data.pop("type"), **data}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextChunkEvent(BaseEvent):
+    """A piece of the model's answer text, as it streams in."""
+
+    type: Literal["text_chunk"] = "text_chunk"
+    """Event tag."""
+    text: str
+    """The new text."""
+    is_follow_up: bool
+    """True for text produced after at least one tool round."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThinkingChunkEvent(BaseEvent):
+    """A piece of the model's reasoning, as it streams in."""
+
+    type: Literal["thinking_chunk"] = "thinking_chunk"
+    """Event tag."""
+    text: str
+    """The new reasoning text."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionCallStartEvent(BaseEvent):
+    """The model asked for a tool call (emitted once per call, before execution)."""
+
+    type: Literal["function_call_start"] = "function_call_start"
+    """Event tag."""
+    function_name: str
+    """The name the model called."""
+    tool_name: str | None
+    """The registered tool that will handle the call; `None` when no tool has that name."""
+    args: dict[str, Any]
+    """The arguments the model gave."""
+    call_id: str
+    """Id of the call."""
+    ui_info: Any = None
+    """The tool's display hints, if it declared any."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolProgressEvent(BaseEvent):
+    """A running tool reported progress (``await ctx.progress(...)``)."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    """Event tag."""
+    tool: str
+    """Name of the tool."""
+    message: str
+    """The progress message."""
+    call_id: str
+    """Id of the call that is running."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionExecutionStartEvent(BaseEvent):
+    """Tool execution begins for all calls of one model answer."""
+
+    type: Literal["function_execution_start"] = "function_execution_start"
+    """Event tag."""
+    count: int
+    """Number of calls that run (concurrently)."""
+
+
+@dataclass(frozen=True)
+class ToolExecution:
+    """What happened in one tool call (payload of `FunctionExecutionCompleteEvent`)."""
+
+    function_name: str
+    """The name the model called."""
+    tool_name: str | None
+    """The registered tool that handled it; `None` when the name was unknown."""
+    args: dict[str, Any]
+    """The arguments the model gave."""
+    result: str
+    """The output sent back to the model."""
+    is_error: bool
+    """Whether the call failed."""
+    duration_ms: float
+    """Wall time of the call in milliseconds."""
+    has_ui: bool
+    """Whether `ui_info` is set."""
+    ui_info: Any
+    """Display hints from the tool."""
+    call_id: str
+    """Id of the call."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionExecutionCompleteEvent(BaseEvent):
+    """One tool call finished (emitted as each call completes)."""
+
+    type: Literal["function_execution_complete"] = "function_execution_complete"
+    """Event tag."""
+    execution: ToolExecution
+    """The call and its outcome."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendingFunctionResponseEvent(BaseEvent):
+    """Tool results are being sent back to the model."""
+
+    type: Literal["sending_function_response"] = "sending_function_response"
+    """Event tag."""
+    count: int
+    """Number of results sent."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompleteEvent(BaseEvent):
+    """The run finished with a final answer. Always the last event of a successful run."""
+
+    type: Literal["complete"] = "complete"
+    """Event tag."""
+    text: str
+    """The final answer."""
+    usage: Usage
+    """Tokens used by the whole run."""
+    iterations: int
+    """Number of model calls made."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AbortedEvent(BaseEvent):
+    """The run was aborted. Always the last event of an aborted run."""
+
+    type: Literal["aborted"] = "aborted"
+    """Event tag."""
+    text: str
+    """The partial text produced in the interrupted turn."""
+    reason: str
+    """Why the run was aborted."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorEvent(BaseEvent):
+    """The run failed. Always the last event of a failed run."""
+
+    type: Literal["error"] = "error"
+    """Event tag."""
+    error: str
+    """The error message."""
+    error_type: str
+    """The error's class name, e.g. ``RateLimitError``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMRequestEvent(BaseEvent):
+    """A model call is about to be made: the neutral request, exactly as sent to the client."""
+
+    type: Literal["llm_request"] = "llm_request"
+    """Event tag."""
+    iteration: int
+    """1 for the first model call of the run, then 2, 3, ..."""
+    provider: str
+    """The client's provider name."""
+    model: str
+    """The client's model."""
+    messages: tuple[Message, ...]
+    """The conversation sent."""
+    tools: tuple[ToolDefinition, ...]
+    """The tools offered."""
+    system: str | None
+    """The system instructions."""
+    settings: ModelSettings
+    """The merged generation settings."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMResponseEvent(BaseEvent):
+    """A model call finished: its complete answer."""
+
+    type: Literal["llm_response"] = "llm_response"
+    """Event tag."""
+    iteration: int
+    """Which model call of the run this answers."""
+    text: str
+    """The answer's text."""
+    tool_calls: tuple[ToolCall, ...]
+    """Tool calls the model asked for."""
+    stop_reason: StopReason
+    """Why the model stopped."""
+    thinking: str | None
+    """The model's reasoning, if any."""
+    usage: Usage
+    """Tokens used by this call."""
+    latency_ms: float
+    """Time from the request to the complete answer, in milliseconds."""
+
+
+Event: TypeAlias = (
+    TextChunkEvent
+    | ThinkingChunkEvent
+    | FunctionCallStartEvent
+    | ToolProgressEvent
+    | FunctionExecutionStartEvent
+    | FunctionExecutionCompleteEvent
+    | SendingFunctionResponseEvent
+    | CompleteEvent
+    | AbortedEvent
+    | ErrorEvent
+    | LLMRequestEvent
+    | LLMResponseEvent
+)
+"""Any event of a run; the ``type`` field tells which."""
+
+
+@cache
+def _event_adapter() -> TypeAdapter[Any]:
+    from pydantic import ConfigDict, Field, TypeAdapter
+
+    return TypeAdapter(
+        Annotated[Event, Field(discriminator="type")],
+        config=ConfigDict(val_json_bytes="base64"),
+    )
+
+
+def parse_event(data: Mapping[str, Any]) -> Event:
+    """Rebuild an event from its `to_dict()` form (for instance after a JSON round trip).
+
+    Args:
+        data: A standard event dict.
+
+    Raises:
+        UserError: When `data` is not a valid event dict.
+    """
+    from pydantic import ValidationError
+
+    try:
+        event: Event = _event_adapter().validate_json(json.dumps(data, default=repr))
+    except ValidationError as exc:
+        raise UserError(f"Not a valid event dict: {exc}") from exc
+    return event

@@ -1,0 +1,235 @@
+"""Neutral, provider-independent model types: messages, tool calls, responses, settings."""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from glassagent._core.errors import UserError
+
+Role = Literal["system", "user", "assistant", "tool"]
+"""Who wrote a message."""
+
+MessageStatus = Literal["completed", "aborted"]
+"""Whether a message was finished or cut short by an abort."""
+
+StopReason = Literal["tool_use", "end_turn", "max_tokens"]
+"""Why the model stopped producing output."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A request from the model to call one tool."""
+
+    id: str
+    """Unique id of this call; its result refers back to it."""
+    name: str
+    """Name of the tool the model wants to call."""
+    input: dict[str, Any]
+    """Arguments the model gave, as parsed JSON."""
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Opaque provider data that must round-trip (e.g. Gemini's thought signature)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attachment:
+    """A file sent to the model with a message: a path on disk or bytes with a mime type."""
+
+    path: str | None = None
+    """Path of a file to send; read by the provider client when the request is built."""
+    data: bytes | None = None
+    """The file's content, when it is not read from `path`."""
+    mime_type: str | None = None
+    """The file's media type, e.g. ``image/png``; guessed from `path` when not given."""
+    name: str | None = None
+    """A display name; defaults to the file name of `path`."""
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.data is None):
+            raise UserError("An Attachment needs exactly one of `path` or `data`.")
+        if self.path is not None:
+            if self.mime_type is None:
+                guessed, _ = mimetypes.guess_type(self.path)
+                object.__setattr__(self, "mime_type", guessed or "application/octet-stream")
+            if self.name is None:
+                object.__setattr__(self, "name", os.path.basename(self.path))
+        elif self.mime_type is None:
+            raise UserError("An Attachment made from bytes needs a `mime_type`.")
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str], mime_type: str | None = None) -> Attachment:
+        """Make an attachment from a file path, guessing the mime type from its name.
+
+        Args:
+            path: The file to attach.
+            mime_type: Overrides the guessed media type.
+        """
+        return cls(path=os.fspath(path), mime_type=mime_type)
+
+    def read_bytes(self) -> bytes:
+        """Return the attachment's content, reading the file when it was given by path."""
+        if self.data is not None:
+            return self.data
+        assert self.path is not None
+        with open(self.path, "rb") as f:
+            return f.read()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """One message of a conversation, independent of any provider's wire format."""
+
+    role: Role
+    """Who wrote it: ``system``, ``user``, ``assistant`` or ``tool``."""
+    content: str = ""
+    """The text of the message (for a tool message: the tool's output)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls an assistant message asked for."""
+    tool_call_id: str | None = None
+    """For a tool message: the id of the `ToolCall` it answers."""
+    name: str | None = None
+    """For a tool message: the name of the tool that produced it."""
+    is_error: bool = False
+    """For a tool message: whether the output is an error report."""
+    attachments: tuple[Attachment, ...] = ()
+    """Files sent with a user message."""
+    thinking: str | None = None
+    """The model's visible reasoning that came with an assistant message."""
+    status: MessageStatus = "completed"
+    """``aborted`` when the message was cut short by an abort."""
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Opaque provider data that must round-trip with the message."""
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """What a model is told about a tool."""
+
+    name: str
+    """The tool's name, as the model calls it."""
+    description: str
+    """What the tool does, for the model."""
+    parameters: dict[str, Any]
+    """JSON Schema of the tool's arguments (an ``object`` schema)."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one or more model calls; add them with ``+``."""
+
+    input_tokens: int = 0
+    """Tokens in the prompt."""
+    output_tokens: int = 0
+    """Tokens in the answer (text and tool calls)."""
+    thinking_tokens: int = 0
+    """Tokens spent on reasoning."""
+
+    @property
+    def total_tokens(self) -> int:
+        """All tokens: input, output and thinking."""
+        return self.input_tokens + self.output_tokens + self.thinking_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.thinking_tokens + other.thinking_tokens,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    """Generation settings; `None` means "the provider's default"."""
+
+    temperature: float | None = None
+    """Sampling temperature."""
+    max_tokens: int | None = None
+    """Upper bound on output tokens per model call."""
+    thinking_budget: int | None = None
+    """Tokens the model may spend on reasoning, for models that support it."""
+    timeout: float | None = None
+    """Seconds to wait for one model call."""
+    stop_sequences: tuple[str, ...] | None = None
+    """Strings that end generation when produced."""
+
+    def merge(self, other: ModelSettings | None) -> ModelSettings:
+        """Return these settings overridden by every field `other` sets (not `None`).
+
+        Args:
+            other: Settings that take precedence, e.g. run-level over agent-level.
+        """
+        if other is None:
+            return self
+        changes = {f.name: v for f in fields(other) if (v := getattr(other, f.name)) is not None}
+        return replace(self, **changes) if changes else self
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """One complete answer of a model: text, tool calls, reasoning and usage."""
+
+    text: str = ""
+    """The answer's text (may be empty when the model only calls tools)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tools the model asked to call."""
+    stop_reason: StopReason = "end_turn"
+    """Why the model stopped; always ``tool_use`` when there are tool calls."""
+    thinking: str | None = None
+    """The model's visible reasoning, when it produced any."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens used by this call."""
+    model: str | None = None
+    """The model that answered, as reported by the provider."""
+    raw_response: Any = field(default=None, repr=False, compare=False)
+    """The provider's raw response, for inspection; never used by glassagent itself."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.tool_calls and self.stop_reason != "tool_use":
+            object.__setattr__(self, "stop_reason", "tool_use")
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of answer text, streamed as it arrives."""
+
+    text: str
+    """The new text."""
+    kind: Literal["text"] = "text"
+    """Tag of this stream part."""
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning, streamed as it arrives."""
+
+    text: str
+    """The new reasoning text."""
+    kind: Literal["thinking"] = "thinking"
+    """Tag of this stream part."""
+
+
+StreamPart = TextDelta | ThinkingDelta | LLMResponse
+"""What `BaseLLMClient.stream` yields: deltas, then exactly one final `LLMResponse`."""
+
+__all__ = [
+    "Attachment",
+    "LLMResponse",
+    "Message",
+    "MessageStatus",
+    "ModelSettings",
+    "Role",
+    "StopReason",
+    "StreamPart",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCall",
+    "ToolDefinition",
+    "Usage",
+]

@@ -1,0 +1,52 @@
+"""Results: of one tool call (`ToolResult`) and of a whole agent run (`RunResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from glassagent._core.messages import Message, Usage
+
+if TYPE_CHECKING:
+    from glassagent._core.events import Event
+
+RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error"]
+"""How an agent run ended."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one tool call, as sent back to the model."""
+
+    call_id: str
+    """Id of the `ToolCall` this answers."""
+    name: str
+    """Name of the tool the model called."""
+    output: str
+    """The text sent to the model: the tool's return value, or an error message."""
+    is_error: bool
+    """Whether the call failed (unknown tool, invalid arguments, exception, timeout, abort)."""
+    duration_ms: float
+    """Wall time the call took, in milliseconds."""
+    ui_info: Any = None
+    """Display hints for user interfaces (from the tool), never sent to the model."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything an agent run produced."""
+
+    text: str
+    """The final answer (on abort: the partial text; on error: the text so far)."""
+    new_messages: tuple[Message, ...]
+    """Messages this run added: the user prompt, assistant turns and tool results."""
+    all_messages: tuple[Message, ...]
+    """The conversation before the run followed by `new_messages`."""
+    events: tuple[Event, ...]
+    """Every event the run emitted, in order."""
+    usage: Usage
+    """Tokens used by all model calls of the run."""
+    iterations: int
+    """Number of model calls made."""
+    stop_reason: RunStopReason
+    """How the run ended."""

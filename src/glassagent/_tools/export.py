@@ -1,0 +1,59 @@
+"""Tool definitions in the shapes the main providers document."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from glassagent._core.messages import ToolDefinition
+from glassagent._tools.tool import Tool, definitions_of
+
+ToolSource = Tool | Callable[..., Any] | ToolDefinition
+
+
+def to_openai_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
+    """Return tools in OpenAI's chat-completions shape.
+
+    ``[{"type": "function", "function": {"name", "description", "parameters"}}]``
+
+    Args:
+        tools: Tools, plain functions or `ToolDefinition`s.
+    """
+    return [
+        {
+            "type": "function",
+            "function": {"name": d.name, "description": d.description, "parameters": d.parameters},
+        }
+        for d in definitions_of(tools)
+    ]
+
+
+def to_anthropic_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
+    """Return tools in Anthropic's Messages API shape.
+
+    ``[{"name", "description", "input_schema"}]``
+
+    Args:
+        tools: Tools, plain functions or `ToolDefinition`s.
+    """
+    return [
+        {"name": d.name, "description": d.description, "input_schema": d.parameters}
+        for d in definitions_of(tools)
+    ]
+
+
+def to_gemini_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
+    """Return tools in the Gemini API's REST shape.
+
+    ``[{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}]``. The
+    schema goes in ``parametersJsonSchema``, which accepts full JSON Schema (``$defs``,
+    ``additionalProperties``) unlike the OpenAPI subset of ``parameters``.
+
+    Args:
+        tools: Tools, plain functions or `ToolDefinition`s.
+    """
+    declarations = [
+        {"name": d.name, "description": d.description, "parametersJsonSchema": d.parameters}
+        for d in definitions_of(tools)
+    ]
+    return [{"functionDeclarations": declarations}] if declarations else []

@@ -1,0 +1,17 @@
+"""The agent loop: Think (call the model) -> Act (run tools) -> Observe (send results back).
+
+`Agent.run` returns an `AgentRun`: iterate it for events, await it for the `RunResult`.
+"""
+
+from glassagent._agent.agent import Agent, AttachmentLike
+from glassagent._agent.run import ABORT_GRACE_SECONDS, AgentRun
+from glassagent._core.result import RunResult, RunStopReason
+
+__all__ = [
+    "ABORT_GRACE_SECONDS",
+    "Agent",
+    "AgentRun",
+    "AttachmentLike",
+    "RunResult",
+    "RunStopReason",
+]

@@ -1,0 +1,49 @@
+"""Every error glassagent raises, under one root.
+
+```text
+GlassAgentError
+├── UserError                     misuse: bad tool definitions, bad arguments
+├── ConfigurationError            missing or invalid configuration (also a ValueError)
+├── ProviderError                 a model provider failed (.status, .body, .provider)
+│   ├── AuthenticationError       rejected credentials (also a ValueError)
+│   ├── RateLimitError            slow down (.retry_after)
+│   ├── ProviderUnavailableError  5xx or unreachable; retryable
+│   └── ResponseParseError        malformed body or truncated stream
+├── ToolError                     raised by a tool to report a clean error to the model
+└── RunError                      a run ended without a final answer
+    ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
+    └── RunAborted                run.abort() or cancellation (.reason)
+```
+
+When an error ends an agent run, ``error.result`` holds the partial `RunResult`. Errors pickle.
+"""
+
+from glassagent._core.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    GlassAgentError,
+    MaxIterationsExceeded,
+    ProviderError,
+    ProviderUnavailableError,
+    RateLimitError,
+    ResponseParseError,
+    RunAborted,
+    RunError,
+    ToolError,
+    UserError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "GlassAgentError",
+    "MaxIterationsExceeded",
+    "ProviderError",
+    "ProviderUnavailableError",
+    "RateLimitError",
+    "ResponseParseError",
+    "RunAborted",
+    "RunError",
+    "ToolError",
+    "UserError",
+]

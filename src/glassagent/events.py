@@ -1,0 +1,53 @@
+"""The one closed set of events a run emits; the event stream is the whole truth of a run.
+
+Every event is a frozen dataclass with a ``type`` tag, a ``run_id`` and a gap-free ``seq``.
+`BaseEvent.to_dict` gives the standard JSON-serialisable dict; `parse_event` reads it back.
+
+A run with one tool round emits, in order::
+
+    llm_request -> thinking_chunk* -> text_chunk* -> llm_response
+      -> function_call_start (one per call) -> function_execution_start
+      -> tool_progress* / function_execution_complete (one per call, as each finishes)
+      -> sending_function_response
+    llm_request -> ... -> llm_response -> complete
+
+and ends with exactly one of ``complete``, ``aborted`` or ``error``.
+"""
+
+from glassagent._core.events import (
+    AbortedEvent,
+    BaseEvent,
+    CompleteEvent,
+    ErrorEvent,
+    Event,
+    FunctionCallStartEvent,
+    FunctionExecutionCompleteEvent,
+    FunctionExecutionStartEvent,
+    LLMRequestEvent,
+    LLMResponseEvent,
+    SendingFunctionResponseEvent,
+    TextChunkEvent,
+    ThinkingChunkEvent,
+    ToolExecution,
+    ToolProgressEvent,
+    parse_event,
+)
+
+__all__ = [
+    "AbortedEvent",
+    "BaseEvent",
+    "CompleteEvent",
+    "ErrorEvent",
+    "Event",
+    "FunctionCallStartEvent",
+    "FunctionExecutionCompleteEvent",
+    "FunctionExecutionStartEvent",
+    "LLMRequestEvent",
+    "LLMResponseEvent",
+    "SendingFunctionResponseEvent",
+    "TextChunkEvent",
+    "ThinkingChunkEvent",
+    "ToolExecution",
+    "ToolProgressEvent",
+    "parse_event",
+]
