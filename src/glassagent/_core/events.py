@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
+from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
@@ -22,6 +24,36 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert dataclasses, mappings, sequences, bytes and enums to plain JSON values."""
+    if isinstance(value, _SCALARS):
+        return value
+    cls = type(value)
+    names = _FIELDS.get(cls)
+    if names is None and is_dataclass(value):
+        names = _FIELDS[cls] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Enum):
+        return to_jsonable(value.value)
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except Exception:
+        return repr(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BaseEvent:
     """Fields every event carries."""
@@ -34,11 +66,9 @@ class BaseEvent:
     def to_dict(self) -> dict[str, Any]:
         """Return the standard JSON-serialisable event dict (``type`` first).
 
-        Bytes become base64 strings; values JSON cannot hold become their ``repr``.
+        Bytes become standard base64 strings; values JSON cannot hold become their ``repr``.
         """
-        from pydantic_core import to_jsonable_python
-
-        data: dict[str, Any] = to_jsonable_python(self, bytes_mode="base64", fallback=repr)
+        data: dict[str, Any] = to_jsonable(self)
         return {"type": data.pop("type"), **data}
 
 

@@ -1,0 +1,48 @@
+"""Suite-wide guards: no provider keys, no proxies, no network beyond loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from typing import Any
+
+import pytest
+
+_SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
+_PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ws_proxy", "wss_proxy"}
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if host in ("localhost", ""):
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return isinstance(address, (str, bytes))  # AF_UNIX paths
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().endswith(_SECRET_SUFFIXES) or name.lower() in _PROXY_VARS:
+            monkeypatch.delenv(name, raising=False)
+    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def guarded(real: Any) -> Any:
+        def connect(self: socket.socket, address: Any) -> Any:
+            if not _is_loopback(address):
+                raise OSError(f"the test suite may not reach the network ({address!r})")
+            return real(self, address)
+
+        return connect
+
+    monkeypatch.setattr(socket.socket, "connect", guarded(real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(real_connect_ex))

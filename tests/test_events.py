@@ -1,0 +1,162 @@
+import json
+import typing
+
+import pytest
+
+from glassagent import Agent, LLMResponse, Message, ModelSettings, ToolCall, Usage, tool
+from glassagent import events as ev
+from glassagent.errors import UserError
+from glassagent.llm import Attachment, ToolDefinition
+from glassagent.testing import ScriptedClient
+
+COMMON = {"run_id": "r1", "seq": 7}
+CALL = ToolCall("c1", "add", {"a": 1}, {"thought_signature": "c2lnbmF0dXJl"})
+DEFINITION = ToolDefinition("add", "Add.", {"type": "object", "properties": {}})
+
+SAMPLES: list[ev.BaseEvent] = [
+    ev.TextChunkEvent(text="Hel", is_follow_up=False, **COMMON),
+    ev.ThinkingChunkEvent(text="hmm", **COMMON),
+    ev.FunctionCallStartEvent(
+        function_name="add",
+        tool_name="add",
+        args={"a": 1},
+        call_id="c1",
+        ui_info={"icon": "+"},
+        **COMMON,
+    ),
+    ev.ToolProgressEvent(tool="add", message="half way", call_id="c1", **COMMON),
+    ev.FunctionExecutionStartEvent(count=2, **COMMON),
+    ev.FunctionExecutionCompleteEvent(
+        execution=ev.ToolExecution(
+            function_name="add",
+            tool_name="add",
+            args={"a": 1},
+            result="2",
+            is_error=False,
+            duration_ms=1.5,
+            has_ui=True,
+            ui_info={"icon": "+"},
+            call_id="c1",
+        ),
+        **COMMON,
+    ),
+    ev.SendingFunctionResponseEvent(count=2, **COMMON),
+    ev.CompleteEvent(text="done", usage=Usage(1, 2, 3), iterations=2, **COMMON),
+    ev.AbortedEvent(text="partial", reason="user", **COMMON),
+    ev.ErrorEvent(error="slow down", error_type="RateLimitError", **COMMON),
+    ev.LLMRequestEvent(
+        iteration=1,
+        provider="gemini",
+        model="gemini-2.5-flash",
+        messages=(
+            Message(
+                role="user",
+                content="look",
+                attachments=(Attachment(data=b"\x89PNG\x00\xff", mime_type="image/png"),),
+            ),
+            Message(
+                role="assistant", tool_calls=(CALL,), thinking="t", provider_metadata={"k": "v"}
+            ),
+            Message(role="tool", content="2", tool_call_id="c1", name="add", is_error=True),
+            Message(role="assistant", content="cut", status="aborted"),
+        ),
+        tools=(DEFINITION,),
+        system="Be brief.",
+        settings=ModelSettings(temperature=0.5, stop_sequences=("END",)),
+        **COMMON,
+    ),
+    ev.LLMResponseEvent(
+        iteration=1,
+        text="",
+        tool_calls=(CALL,),
+        stop_reason="tool_use",
+        thinking=None,
+        usage=Usage(5, 6),
+        latency_ms=12.5,
+        **COMMON,
+    ),
+]
+
+
+def test_samples_cover_every_event_type() -> None:
+    assert {type(e) for e in SAMPLES} == set(typing.get_args(ev.Event))
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: e.type)
+def test_every_event_round_trips_through_json(event: ev.BaseEvent) -> None:
+    data = event.to_dict()
+    assert next(iter(data)) == "type"
+    assert data["run_id"] == "r1"
+    assert data["seq"] == 7
+    wire = json.loads(json.dumps(data))
+    assert wire == data
+    assert ev.parse_event(wire) == event
+
+
+def test_standard_dict_shapes() -> None:
+    assert SAMPLES[0].to_dict() == {
+        "type": "text_chunk",
+        "run_id": "r1",
+        "seq": 7,
+        "text": "Hel",
+        "is_follow_up": False,
+    }
+    assert SAMPLES[5].to_dict()["execution"] == {
+        "function_name": "add",
+        "tool_name": "add",
+        "args": {"a": 1},
+        "result": "2",
+        "is_error": False,
+        "duration_ms": 1.5,
+        "has_ui": True,
+        "ui_info": {"icon": "+"},
+        "call_id": "c1",
+    }
+    assert SAMPLES[7].to_dict()["usage"] == {
+        "input_tokens": 1,
+        "output_tokens": 2,
+        "thinking_tokens": 3,
+    }
+    request = SAMPLES[10].to_dict()
+    assert request["messages"][0]["attachments"][0]["data"] == "iVBORwD/"  # base64
+    assert request["messages"][1]["tool_calls"][0] == {
+        "id": "c1",
+        "name": "add",
+        "input": {"a": 1},
+        "provider_metadata": {"thought_signature": "c2lnbmF0dXJl"},
+    }
+
+
+def test_events_are_immutable() -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SAMPLES[0].text = "changed"  # type: ignore[misc]
+
+
+def test_unserialisable_values_become_their_repr() -> None:
+    marker = object()
+    event = ev.FunctionCallStartEvent(
+        function_name="f", tool_name="f", args={}, call_id="c", ui_info=marker, **COMMON
+    )
+    assert json.dumps(event.to_dict())
+    assert event.to_dict()["ui_info"] == repr(marker)
+
+
+def test_invalid_dicts_are_user_errors() -> None:
+    with pytest.raises(UserError, match="Not a valid event dict"):
+        ev.parse_event({"type": "text_chunk", "run_id": "r"})
+    with pytest.raises(UserError):
+        ev.parse_event({"type": "no_such_event", "run_id": "r", "seq": 0})
+
+
+async def test_events_of_a_real_run_round_trip() -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    client = ScriptedClient([LLMResponse("", [ToolCall("c1", "add", {"a": 1, "b": 2})]), "3"])
+    result = await Agent(client, [add]).run("1+2?")
+    for event in result.events:
+        assert ev.parse_event(json.loads(json.dumps(event.to_dict()))) == event
