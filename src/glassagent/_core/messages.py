@@ -186,7 +186,9 @@ class LLMResponse:
     model: str | None = None
     """The model that answered, as reported by the provider."""
     raw_response: Any = field(default=None, repr=False, compare=False)
-    """The provider's raw response, for inspection; never used by glassagent itself."""
+    """The provider's raw response (parsed JSON, or the list of streamed chunks), for inspection."""
+    raw_request: Any = field(default=None, repr=False, compare=False)
+    """The exact JSON body sent over the wire (never containing an API key), for inspection."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool_calls, tuple):

@@ -1,0 +1,82 @@
+"""What every HTTP provider shares: status -> error mapping, Retry-After, key masking."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+from glassagent._core.errors import (
+    AuthenticationError,
+    ProviderError,
+    ProviderUnavailableError,
+    RateLimitError,
+)
+
+RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+_BODY_LIMIT = 2000
+
+
+def mask_key(key: str | None) -> str:
+    """The only printable form of an API key: its first 4 and last 4 characters."""
+    if not key:
+        return "<none>"
+    if len(key) <= 12:
+        return "***"
+    return f"{key[:4]}...{key[-4:]}"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` replaced by its masked form."""
+    if secret and secret in text:
+        return text.replace(secret, mask_key(secret))
+    return text
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), if present."""
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def error_for_status(
+    status: int,
+    body: str,
+    *,
+    provider: str,
+    message: str | None = None,
+    retry_after: float | None = None,
+    secret: str | None = None,
+) -> ProviderError:
+    """The typed error for an HTTP error status (the caller raises it).
+
+    Args:
+        status: The HTTP status code.
+        body: The response body text (truncated and redacted here).
+        provider: The provider name.
+        message: The provider's own error message, when it was parsed from the body.
+        retry_after: Seconds to wait, for 429.
+        secret: An API key to remove from the body and message.
+    """
+    body = redact(body[:_BODY_LIMIT], secret)
+    detail = redact(message or body or "no details", secret)
+    text = f"{provider} returned HTTP {status}: {detail}"
+    if status in (401, 403):
+        return AuthenticationError(text, status=status, body=body, provider=provider)
+    if status == 429:
+        return RateLimitError(
+            text, retry_after=retry_after, status=status, body=body, provider=provider
+        )
+    if status in RETRYABLE_STATUSES:
+        return ProviderUnavailableError(text, status=status, body=body, provider=provider)
+    return ProviderError(text, status=status, body=body, provider=provider)
