@@ -8,7 +8,8 @@ GlassAgentError
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
 │   ├── RateLimitError            slow down (.retry_after)
 │   ├── ProviderUnavailableError  5xx or unreachable; retryable
-│   └── ResponseParseError        malformed body or truncated stream
+│   ├── ResponseParseError        malformed body or truncated stream
+│   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
@@ -21,6 +22,7 @@ When an error ends an agent run, ``error.result`` holds the partial `RunResult`.
 from glassagent._core.errors import (
     AuthenticationError,
     ConfigurationError,
+    ContentBlockedError,
     GlassAgentError,
     MaxIterationsExceeded,
     ProviderError,
@@ -36,6 +38,7 @@ from glassagent._core.errors import (
 __all__ = [
     "AuthenticationError",
     "ConfigurationError",
+    "ContentBlockedError",
     "GlassAgentError",
     "MaxIterationsExceeded",
     "ProviderError",

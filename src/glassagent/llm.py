@@ -20,10 +20,13 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._providers.factory import create_llm_client
+from glassagent._providers.gemini import GeminiClient
 
 __all__ = [
     "Attachment",
     "BaseLLMClient",
+    "GeminiClient",
     "LLMResponse",
     "Message",
     "MessageStatus",
@@ -36,4 +39,5 @@ __all__ = [
     "ToolCall",
     "ToolDefinition",
     "Usage",
+    "create_llm_client",
 ]

@@ -97,6 +97,7 @@ class BaseLLMClient(ABC):
             content=response.text,
             tool_calls=response.tool_calls,
             thinking=response.thinking,
+            provider_metadata=response.provider_metadata,
         )
 
     def format_tool_result(self, call: ToolCall, result: ToolResult) -> Message:

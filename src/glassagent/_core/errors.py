@@ -99,6 +99,18 @@ class ResponseParseError(ProviderError):
     """The provider's response could not be understood (malformed body, truncated stream)."""
 
 
+class ContentBlockedError(ProviderError):
+    """The provider refused the prompt or stopped the answer (safety or similar reasons).
+
+    Attributes:
+        reason: The provider's reason, e.g. ``SAFETY`` or ``PROHIBITED_CONTENT``.
+    """
+
+    def __init__(self, message: str, *, reason: str, provider: str | None = None) -> None:
+        super().__init__(message, provider=provider)
+        self.reason = reason
+
+
 class ToolError(GlassAgentError):
     """Raised by a tool to report a clean error message back to the model.
 

@@ -185,6 +185,8 @@ class LLMResponse:
     """Tokens used by this call."""
     model: str | None = None
     """The model that answered, as reported by the provider."""
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Opaque provider data for the assistant message (e.g. a thought signature on its text)."""
     raw_response: Any = field(default=None, repr=False, compare=False)
     """The provider's raw response (parsed JSON, or the list of streamed chunks), for inspection."""
     raw_request: Any = field(default=None, repr=False, compare=False)

@@ -1,0 +1,278 @@
+"""Pure translation between neutral types and the Gemini API (google-genai's dict shapes).
+
+No I/O and no google-genai import: requests are built as the dicts google-genai accepts, and
+responses are read through attributes of google-genai's response objects.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from glassagent._core.errors import ContentBlockedError, ResponseParseError
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    StopReason,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+PROVIDER = "gemini"
+SIGNATURE = "thought_signature"
+"""`provider_metadata` key of a part's thought signature (standard base64 text)."""
+GENERATED_ID = "generated_id"
+"""`provider_metadata` key set on calls whose id glassagent generated (Gemini sent none)."""
+
+BLOCKED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+MALFORMED = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+
+
+def _signature_bytes(metadata: Any) -> bytes | None:
+    value = metadata.get(SIGNATURE) if metadata else None
+    if not value:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+
+
+def _signed(part: dict[str, Any], metadata: Any) -> dict[str, Any]:
+    signature = _signature_bytes(metadata)
+    if signature is not None:
+        part["thought_signature"] = signature
+    return part
+
+
+def _user_parts(message: Message) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if message.content:
+        parts.append({"text": message.content})
+    for attachment in message.attachments:
+        data = attachment.read_bytes()
+        parts.append({"inline_data": {"mime_type": attachment.mime_type, "data": data}})
+    return parts
+
+
+def _model_parts(message: Message) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if message.content:
+        parts.append(_signed({"text": message.content}, message.provider_metadata))
+    for call in message.tool_calls:
+        function_call: dict[str, Any] = {"name": call.name, "args": call.input}
+        if not call.provider_metadata.get(GENERATED_ID):
+            function_call["id"] = call.id
+        parts.append(_signed({"function_call": function_call}, call.provider_metadata))
+    return parts
+
+
+def _response_part(message: Message, calls: dict[str, ToolCall]) -> dict[str, Any]:
+    key = "error" if message.is_error else "result"
+    response: dict[str, Any] = {"name": message.name or "", "response": {key: message.content}}
+    call = calls.get(message.tool_call_id or "")
+    if call is not None:
+        response["name"] = call.name
+        if not call.provider_metadata.get(GENERATED_ID):
+            response["id"] = call.id
+    return {"function_response": response}
+
+
+def to_contents(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Gemini ``contents`` for a conversation, and the text of any system messages in it.
+
+    Consecutive tool results become one user turn of ``function_response`` parts, matched to
+    their calls by id; a call id glassagent generated is never sent to Gemini.
+    """
+    contents: list[dict[str, Any]] = []
+    system: list[str] = []
+    calls: dict[str, ToolCall] = {}
+    previous_was_tool = False
+    for message in messages:
+        if message.role == "system":
+            system.append(message.content)
+            continue
+        if message.role == "tool":
+            part = _response_part(message, calls)
+            if previous_was_tool:
+                contents[-1]["parts"].append(part)
+            else:
+                contents.append({"role": "user", "parts": [part]})
+            previous_was_tool = True
+            continue
+        previous_was_tool = False
+        if message.role == "assistant":
+            calls.update((c.id, c) for c in message.tool_calls)
+            parts = _model_parts(message)
+            role = "model"
+        else:
+            parts = _user_parts(message)
+            role = "user"
+        if parts:
+            contents.append({"role": role, "parts": parts})
+    return contents, system
+
+
+def to_config(
+    tools: Sequence[ToolDefinition],
+    system: str | None,
+    extra_system: Sequence[str],
+    settings: ModelSettings | None,
+) -> dict[str, Any]:
+    """The ``GenerateContentConfig`` (as a dict) for tools, system text and settings."""
+    config: dict[str, Any] = {}
+    instructions = [s for s in (system, *extra_system) if s]
+    if instructions:
+        config["system_instruction"] = "\n\n".join(instructions)
+    if tools:
+        declarations = [
+            {"name": t.name, "description": t.description, "parameters_json_schema": t.parameters}
+            for t in tools
+        ]
+        config["tools"] = [{"function_declarations": declarations}]
+        config["automatic_function_calling"] = {"disable": True}
+    if settings is not None:
+        if settings.temperature is not None:
+            config["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            config["max_output_tokens"] = settings.max_tokens
+        if settings.stop_sequences:
+            config["stop_sequences"] = list(settings.stop_sequences)
+        if settings.thinking_budget is not None:
+            config["thinking_config"] = {
+                "thinking_budget": settings.thinking_budget,
+                "include_thoughts": True,
+            }
+        if settings.timeout is not None:
+            config["http_options"] = {"timeout": int(settings.timeout * 1000)}
+    return config
+
+
+def _name(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _encode(signature: Any) -> str | None:
+    if not signature:
+        return None
+    if isinstance(signature, str):
+        return signature
+    return base64.b64encode(signature).decode("ascii")
+
+
+@dataclass
+class Accumulator:
+    """Folds Gemini response chunks (one, or many when streamed) into one `LLMResponse`."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    text_signature: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    model: str | None = None
+
+    def add(self, chunk: Any) -> list[StreamPart]:
+        """Take one response chunk; return the text and thinking deltas it carried."""
+        feedback = getattr(chunk, "prompt_feedback", None)
+        block = _name(getattr(feedback, "block_reason", None))
+        if block:
+            raise ContentBlockedError(
+                f"Gemini blocked the prompt (reason: {block}).", reason=block, provider=PROVIDER
+            )
+        self.model = getattr(chunk, "model_version", None) or self.model
+        metadata = getattr(chunk, "usage_metadata", None)
+        if metadata is not None:
+            self.usage = Usage(
+                metadata.prompt_token_count or 0,
+                metadata.candidates_token_count or 0,
+                metadata.thoughts_token_count or 0,
+            )
+        candidates = getattr(chunk, "candidates", None) or []
+        if not candidates:
+            return []
+        candidate = candidates[0]
+        self.finish_reason = _name(candidate.finish_reason) or self.finish_reason
+        parts = getattr(candidate.content, "parts", None) or []
+        return [delta for part in parts if (delta := self._part(part))]
+
+    def _part(self, part: Any) -> StreamPart | None:
+        signature = _encode(getattr(part, "thought_signature", None))
+        call = getattr(part, "function_call", None)
+        if call is not None:
+            metadata: dict[str, Any] = {SIGNATURE: signature} if signature else {}
+            call_id = call.id
+            if not call_id:
+                call_id = f"call_{uuid.uuid4().hex[:16]}"
+                metadata[GENERATED_ID] = True
+            self.calls.append(ToolCall(call_id, call.name or "", dict(call.args or {}), metadata))
+            return None
+        text = getattr(part, "text", None)
+        if getattr(part, "thought", False):
+            if text:
+                self.thinking.append(text)
+                return ThinkingDelta(text)
+            return None
+        if signature and self.text_signature is None:
+            self.text_signature = signature
+        if text:
+            self.text.append(text)
+            return TextDelta(text)
+        return None
+
+    def _stop_reason(self) -> StopReason:
+        reason = self.finish_reason
+        if reason in BLOCKED:
+            raise ContentBlockedError(
+                f"Gemini stopped the answer (finish reason: {reason}).",
+                reason=reason,
+                provider=PROVIDER,
+            )
+        if reason in MALFORMED:
+            raise ResponseParseError(
+                f"Gemini could not produce a valid function call (finish reason: {reason}).",
+                provider=PROVIDER,
+            )
+        return "max_tokens" if reason == "MAX_TOKENS" else "end_turn"
+
+    def response(self, *, raw_response: Any, raw_request: Any, streamed: bool) -> LLMResponse:
+        """The complete answer; raises for blocked, malformed or truncated answers."""
+        if self.finish_reason is None and streamed:
+            raise ResponseParseError(
+                "The Gemini stream ended before the answer was finished (no finish reason).",
+                provider=PROVIDER,
+            )
+        return LLMResponse(
+            text="".join(self.text),
+            tool_calls=tuple(self.calls),
+            stop_reason=self._stop_reason(),
+            thinking="".join(self.thinking) or None,
+            usage=self.usage,
+            model=self.model,
+            provider_metadata={SIGNATURE: self.text_signature} if self.text_signature else {},
+            raw_response=raw_response,
+            raw_request=raw_request,
+        )
