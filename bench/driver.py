@@ -1,0 +1,201 @@
+"""One benchmark driver, run in its own process; prints its measurements as JSON.
+
+Drivers: ``raw_httpx`` and ``raw_httpx_stream`` (hand-written loops on the OpenAI wire: the
+floor), and glassagent with each client: ``glassagent_openai[_stream]``,
+``glassagent_ollama[_stream]``, ``glassagent_gemini[_stream]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+PROMPT = "Count with the counter tool, then say done."
+COUNTER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "counter",
+        "description": "Return n + 1.",
+        "parameters": {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+        },
+    },
+}
+
+
+def counter(n: int) -> int:
+    """Return n + 1.
+
+    Args:
+        n: The number to count from.
+    """
+    return n + 1
+
+
+# ---- the floor: a hand-written loop on raw httpx ---------------------------------------
+
+
+async def _raw_call(http: Any, url: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    if not stream:
+        response = await http.post(url, json=body)
+        response.raise_for_status()
+        message: dict[str, Any] = response.json()["choices"][0]["message"]
+        return message
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    async with http.stream("POST", url, json={**body, "stream": True}) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for choice in json.loads(line[6:]).get("choices", []):
+                delta = choice.get("delta", {})
+                if delta.get("content"):
+                    content.append(delta["content"])
+                for call in delta.get("tool_calls", []):
+                    slot = calls.setdefault(call["index"], {"id": call.get("id"), "args": []})
+                    function = call.get("function", {})
+                    slot["name"] = function.get("name") or slot.get("name")
+                    slot["args"].append(function.get("arguments", ""))
+    tool_calls = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": "".join(c["args"])},
+        }
+        for c in calls.values()
+    ]
+    return {"role": "assistant", "content": "".join(content) or None, "tool_calls": tool_calls}
+
+
+def raw_driver(base_url: str, model: str, stream: bool) -> Callable[[], Awaitable[str]]:
+    import httpx
+
+    http = httpx.AsyncClient(timeout=60)
+    url = f"{base_url}/v1/chat/completions"
+
+    async def run() -> str:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
+        while True:
+            body = {"model": model, "messages": messages, "tools": [COUNTER_TOOL]}
+            message = await _raw_call(http, url, body, stream)
+            messages.append(message)
+            if not message.get("tool_calls"):
+                return str(message["content"])
+            for call in message["tool_calls"]:
+                result = counter(**json.loads(call["function"]["arguments"]))
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": str(result)}
+                )
+
+    return run
+
+
+# ---- glassagent ------------------------------------------------------------------------
+
+
+def make_client(kind: str, base_url: str, model: str) -> Any:
+    """A glassagent client of `kind` (openai, ollama, gemini) pointed at the fake server."""
+    from glassagent import llm
+
+    if kind == "openai":
+        return llm.OpenAICompatibleClient(model, base_url=f"{base_url}/v1")  # type: ignore[attr-defined]
+    if kind == "ollama":
+        return llm.OllamaClient(model, base_url=base_url, tool_protocol="native")  # type: ignore[attr-defined]
+    return llm.GeminiClient(model, api_key="bench-key-not-secret", base_url=base_url)
+
+
+def glassagent_driver(
+    kind: str, base_url: str, model: str, stream: bool
+) -> Callable[[], Awaitable[str]]:
+    from glassagent import Agent, BaseLLMClient, tool
+
+    client = make_client(kind, base_url, model)
+    if not stream:  # one whole answer per call: the base class's `stream` calls `chat`
+        client.stream = BaseLLMClient.stream.__get__(client)
+    counter_tool = tool(counter)
+
+    async def run() -> str:
+        result = await Agent(client, [counter_tool]).run(PROMPT)
+        return result.text
+
+    return run
+
+
+DRIVERS: dict[str, Callable[[str, str], Callable[[], Awaitable[str]]]] = {
+    "raw_httpx": lambda url, model: raw_driver(url, model, False),
+    "raw_httpx_stream": lambda url, model: raw_driver(url, model, True),
+}
+for _kind in ("openai", "ollama", "gemini"):
+    DRIVERS[f"glassagent_{_kind}"] = lambda url, model, k=_kind: glassagent_driver(
+        k, url, model, False
+    )
+    DRIVERS[f"glassagent_{_kind}_stream"] = lambda url, model, k=_kind: glassagent_driver(
+        k, url, model, True
+    )
+
+IMPORTS = {
+    "raw_httpx": "import httpx; httpx.AsyncClient()",
+    "raw_httpx_stream": "import httpx; httpx.AsyncClient()",
+}
+for _name in DRIVERS:
+    if _name.startswith("glassagent"):
+        IMPORTS[_name] = "import glassagent, glassagent.llm"
+
+
+async def measure(
+    name: str, base_url: str, k: int, n: int, concurrency: int, rounds: int
+) -> dict[str, Any]:
+    run = DRIVERS[name](base_url, f"bench-k{k}")
+    expected = f"done {k}"
+    for _ in range(2):  # warm up connections and caches
+        assert await run() == expected
+    latencies = []
+    cpu_start = time.process_time()
+    for _ in range(n):
+        started = time.perf_counter()
+        text = await run()
+        latencies.append(time.perf_counter() - started)
+        assert text == expected, text
+    cpu_ms = (time.process_time() - cpu_start) * 1000 / n
+    rates = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        texts = await asyncio.gather(*(run() for _ in range(concurrency)))
+        rates.append(concurrency / (time.perf_counter() - started))
+        assert all(t == expected for t in texts)
+    return {
+        "driver": name,
+        "latency_ms": statistics.median(latencies) * 1000,
+        "cpu_ms_per_run": cpu_ms,
+        "runs_per_s": statistics.median(rates),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("driver", choices=sorted(DRIVERS))
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    result = asyncio.run(
+        measure(args.driver, args.base_url, args.k, args.n, args.concurrency, args.rounds)
+    )
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""glassagent's framework overhead next to raw httpx, measured in one run.
+
+Usage: ``python bench/run.py [--k 10] [--n 20] [--concurrency 100] [--rounds 3]``
+
+Starts the fake LLM server (bench/fake_server.py) on 127.0.0.1, runs every driver
+(bench/driver.py) in its own process, pinned to another core than the server when
+``taskset`` exists, and prints Markdown tables with ratios against the raw-httpx floor
+measured in the same run. Results are also written to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+TARGETS = {
+    "overhead_ms_per_call": 0.3,
+    "throughput_ratio": 0.9,
+    "import_ratio": 2.0,
+    "rss_extra_mb": 15.0,
+    "agent_construction_us": 5.0,
+}
+
+
+def pinned(core: int) -> list[str]:
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        return ["taskset", "-c", str(core)]
+    return []
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [*pinned(0), PYTHON, str(HERE / "fake_server.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if not line.startswith("PORT "):
+        server.kill()
+        raise SystemExit(f"the fake server did not start: {line!r}")
+    return server, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+def available_drivers() -> list[str]:
+    import glassagent.llm as llm
+
+    names = ["raw_httpx", "raw_httpx_stream"]
+    kinds = [
+        k
+        for k, cls in (("openai", "OpenAICompatibleClient"), ("ollama", "OllamaClient"))
+        if hasattr(llm, cls)
+    ]
+    if importlib.util.find_spec("google.genai") is not None:
+        kinds.append("gemini")
+    for kind in kinds:
+        names += [f"glassagent_{kind}", f"glassagent_{kind}_stream"]
+    return names
+
+
+def import_ms(statement: str, repeat: int = 5) -> float:
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    samples = [
+        float(
+            subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout
+        )
+        for _ in range(repeat)
+    ]
+    return statistics.median(samples) * 1000
+
+
+def package_count(requirement: str) -> int:
+    """Installed distributions needed by `requirement` (itself included), extras honoured."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    pending = [(Requirement(requirement), "")]
+    while pending:
+        req, extra = pending.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        name = req.name.lower().replace("_", "-")
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        extras = set(req.extras)
+        if name in seen and not extras:
+            continue
+        seen.add(name)
+        for child in dist.requires or []:
+            child_req = Requirement(child)
+            if child_req.marker is None:
+                pending.append((child_req, ""))
+            else:
+                pending.extend((child_req, e) for e in (extras or {""}))
+    return len(seen)
+
+
+def run_driver(name: str, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    command = [
+        *pinned(1),
+        PYTHON,
+        str(HERE / "driver.py"),
+        name,
+        "--base-url",
+        base_url,
+        "--k",
+        str(args.k),
+        "--n",
+        str(args.n),
+        "--concurrency",
+        str(args.concurrency),
+        "--rounds",
+        str(args.rounds),
+    ]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"driver {name} failed:\n{out.stderr}")
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def micro() -> dict[str, float]:
+    out = subprocess.run(
+        [PYTHON, str(HERE / "micro.py")], capture_output=True, text=True, check=True
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    return result
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def analyse(
+    results: list[dict[str, Any]], k: int, imports: dict[str, float]
+) -> list[dict[str, Any]]:
+    floors = {r["driver"]: r for r in results if r["driver"].startswith("raw_")}
+    rows = []
+    for r in results:
+        floor = floors["raw_httpx_stream" if r["driver"].endswith("_stream") else "raw_httpx"]
+        rows.append(
+            {
+                **r,
+                "floor": floor["driver"],
+                "latency_ratio": r["latency_ms"] / floor["latency_ms"],
+                "overhead_ms_per_call": (r["latency_ms"] - floor["latency_ms"]) / (k + 1),
+                "cpu_ratio": r["cpu_ms_per_run"] / floor["cpu_ms_per_run"],
+                "throughput_ratio": r["runs_per_s"] / floor["runs_per_s"],
+                "rss_extra_mb": r["peak_rss_mb"] - floor["peak_rss_mb"],
+                "import_ms": imports[r["driver"]],
+                "import_ratio": imports[r["driver"]] / imports["raw_httpx"],
+            }
+        )
+    return rows
+
+
+def print_tables(
+    rows: list[dict[str, Any]], micro_results: dict[str, float], meta: dict[str, Any]
+) -> None:
+    print(
+        f"\n## Framework overhead (K={meta['k']} tool calls + 1 answer per run, N={meta['n']}, "
+        f"{meta['concurrency']} concurrent runs)\n"
+    )
+    print(
+        f"Python {meta['python']} on {meta['machine']}, load average {meta['loadavg']}, "
+        f"pinned: {meta['pinned']}\n"
+    )
+    print(
+        "| driver | latency ms | overhead ms/call | CPU ms/run | runs/s @C | peak RSS MB "
+        "| import ms | packages |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['driver']} | {r['latency_ms']:.2f} ({r['latency_ratio']:.2f}x) "
+            f"| {r['overhead_ms_per_call']:+.3f} "
+            f"| {r['cpu_ms_per_run']:.2f} ({r['cpu_ratio']:.2f}x) "
+            f"| {r['runs_per_s']:.0f} ({r['throughput_ratio']:.2f}x) "
+            f"| {r['peak_rss_mb']:.1f} ({r['rss_extra_mb']:+.1f}) "
+            f"| {r['import_ms']:.0f} ({r['import_ratio']:.2f}x) | {r['packages']} |"
+        )
+    print("\n## Micro-benchmarks\n\n| measure | value |\n|---|---|")
+    for name, value in micro_results.items():
+        print(f"| {name} | {value:.2f} |")
+    print("\n## Targets\n\n| target | driver | value | limit | result |\n|---|---|---|---|---|")
+    for r in rows:
+        if r["driver"].startswith("raw_"):
+            continue
+        for key, limit, better_low in (
+            ("overhead_ms_per_call", TARGETS["overhead_ms_per_call"], True),
+            ("throughput_ratio", TARGETS["throughput_ratio"], False),
+            ("import_ratio", TARGETS["import_ratio"], True),
+            ("rss_extra_mb", TARGETS["rss_extra_mb"], True),
+        ):
+            ok = r[key] <= limit if better_low else r[key] >= limit
+            print(f"| {key} | {r['driver']} | {r[key]:.3f} | {limit} | {verdict(ok)} |")
+    us = micro_results.get("agent_construction_us")
+    if us is not None:
+        limit = TARGETS["agent_construction_us"]
+        print(f"| agent_construction_us | - | {us:.2f} | {limit} | {verdict(us <= limit)} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--k", type=int, default=10, help="tool calls per run")
+    parser.add_argument("--n", type=int, default=20, help="sequential runs for the latency median")
+    parser.add_argument("--concurrency", type=int, default=100, help="runs at once for throughput")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (median)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per driver")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "latest.json")
+    args = parser.parse_args()
+
+    server, base_url = start_server()
+    try:
+        drivers = available_drivers()
+        results = [run_driver(name, base_url, args) for name in drivers]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    statements = {"raw_httpx": "import httpx; httpx.AsyncClient()"}
+    imports_by_stmt: dict[str, float] = {}
+    imports = {}
+    for name in drivers:
+        stmt = statements.get(name.replace("_stream", ""), "import glassagent, glassagent.llm")
+        if name.startswith("glassagent_gemini"):
+            stmt = "import glassagent, glassagent.llm, google.genai"
+        imports[name] = imports_by_stmt.setdefault(stmt, import_ms(stmt))
+    for r in results:
+        root = "httpx" if r["driver"].startswith("raw_") else "glassagent"
+        r["packages"] = package_count(root + ("[gemini]" if "gemini" in r["driver"] else ""))
+    micro_results = micro()
+    meta = {
+        "k": args.k,
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()} x{os.cpu_count()}",
+        "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "pinned": bool(pinned(0)),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    rows = analyse(results, args.k, imports)
+    print_tables(rows, micro_results, meta)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
+        json.dumps({"meta": meta, "drivers": rows, "micro": micro_results}, indent=2)
+    )
+    print(f"\nResults written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
