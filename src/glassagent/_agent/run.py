@@ -156,36 +156,43 @@ class AgentRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._producer is not None and not self._producer.done():
-            self.abort("the run's context was exited")
-            await asyncio.wait({self._producer})
+        await self._stop("the run's context was exited")
 
     # ---- consuming ---------------------------------------------------------------------
 
-    def _start(self) -> asyncio.Queue[Any]:
-        if self._queue is not None:
+    def _start(self, *, streaming: bool) -> asyncio.Task[None]:
+        if self._producer is not None:
             raise UserError("An AgentRun can be iterated or awaited only once; start a new run.")
-        self._queue = asyncio.Queue()
+        if streaming:
+            self._queue = asyncio.Queue()
         self._producer = asyncio.create_task(self._drive(), name=f"glassagent-run-{self.run_id}")
-        return self._queue
+        return self._producer
+
+    async def _stop(self, reason: str) -> None:
+        """Abort the run if it is still going, and wait until it has wound down."""
+        if self._producer is not None and not self._producer.done():
+            self.abort(reason)
+            await asyncio.wait({self._producer})
 
     async def _iterate(self) -> AsyncGenerator[Event, None]:
-        queue = self._start()
-        assert self._producer is not None
+        self._start(streaming=True)
+        queue = self._queue
+        assert queue is not None
         try:
             while (item := await queue.get()) is not _END:
                 yield item
         finally:
-            if not self._producer.done():
-                self.abort("the consumer stopped iterating")
-                await asyncio.wait({self._producer})
+            await self._stop("the consumer stopped iterating")
 
     async def _collect(self) -> RunResult:
-        if self._queue is None:
-            async for _ in self._iterate():
-                pass
-        elif self._producer is not None and not self._producer.done():
-            await asyncio.wait({self._producer})
+        producer = self._producer
+        if producer is None:  # awaited without iterating: no event queue needed
+            try:
+                await asyncio.wait({self._start(streaming=False)})
+            finally:
+                await self._stop("the awaiting task was cancelled")
+        elif not producer.done():
+            await asyncio.wait({producer})
         if self._error is not None:
             raise self._error
         assert self._result is not None
@@ -196,8 +203,8 @@ class AgentRun:
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
         event = event_type(run_id=self.run_id, seq=len(self._events), **fields)
         self._events.append(event)
-        assert self._queue is not None
-        self._queue.put_nowait(event)
+        if self._queue is not None:
+            self._queue.put_nowait(event)
 
     async def _drive(self) -> None:
         try:
@@ -212,8 +219,8 @@ class AgentRun:
         except Exception as exc:
             self._end_failed(exc)
         finally:
-            assert self._queue is not None
-            self._queue.put_nowait(_END)
+            if self._queue is not None:
+                self._queue.put_nowait(_END)
 
     async def _loop(self) -> None:
         iteration = 0
