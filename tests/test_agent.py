@@ -636,3 +636,17 @@ def test_run_sync_raises_typed_errors_with_the_partial_result() -> None:
         agent.run_sync("loop")
     assert info.value.result is not None
     assert info.value.result.iterations == 1
+
+
+async def test_cancelling_an_awaiting_task_aborts_the_run() -> None:
+    client = SlowStreamClient()
+    run = Agent(client).run("question")
+    task = asyncio.ensure_future(run)
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.closed.is_set()
+    assert run.result is not None
+    assert run.result.stop_reason == "aborted"
+    assert run.result.events[-1].type == "aborted"
