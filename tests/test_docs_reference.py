@@ -105,6 +105,9 @@ def test_every_public_name_and_field_has_a_docstring(name: str) -> None:
     for attr in module.__all__:
         if attr.startswith("__"):
             continue
-        stmt, after = _definitions(imported.get(attr, public))[attr]
+        obj = getattr(module, attr)
+        is_defined = inspect.isclass(obj) or inspect.isfunction(obj)
+        home = obj.__module__ if is_defined else imported.get(attr, public)
+        stmt, after = _definitions(home)[attr]
         missing += _undocumented(attr, stmt, after)
     assert missing == [], f"{public}: add a docstring to {missing}"
