@@ -92,6 +92,7 @@ class _RecordingClient(BaseLLMClient):
 
 
 ScriptItem = LLMResponse | str
+"""One scripted answer: an `LLMResponse`, or a plain string for a text-only answer."""
 
 
 class ScriptedClient(_RecordingClient):

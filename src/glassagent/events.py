@@ -3,13 +3,15 @@
 Every event is a frozen dataclass with a ``type`` tag, a ``run_id`` and a gap-free ``seq``.
 `BaseEvent.to_dict` gives the standard JSON-serialisable dict; `parse_event` reads it back.
 
-A run with one tool round emits, in order::
+A run with one tool round emits, in order:
 
-    llm_request -> thinking_chunk* -> text_chunk* -> llm_response
-      -> function_call_start (one per call) -> function_execution_start
-      -> tool_progress* / function_execution_complete (one per call, as each finishes)
-      -> sending_function_response
-    llm_request -> ... -> llm_response -> complete
+```text
+llm_request -> thinking_chunk* -> text_chunk* -> llm_response
+  -> function_call_start (one per call) -> function_execution_start
+  -> tool_progress* / function_execution_complete (one per call, as each finishes)
+  -> sending_function_response
+llm_request -> ... -> llm_response -> complete
+```
 
 and ends with exactly one of ``complete``, ``aborted`` or ``error``.
 """

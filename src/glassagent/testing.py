@@ -1,7 +1,8 @@
 """Test doubles for your agents: no network, no key, deterministic.
 
 `ScriptedClient` replays a list of answers; `FunctionClient` computes each answer with your
-function. Both record every request in ``.requests``.
+function. Both are `BaseLLMClient`s: they stream each answer in a few chunks, like a model,
+and record every request in ``.requests``.
 """
 
 from glassagent._testing import (

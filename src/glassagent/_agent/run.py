@@ -77,7 +77,8 @@ class AgentRun:
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
     the result (or raises a `GlassAgentError` that carries the partial result in ``.result``).
-    Call `abort` from any task to stop the run promptly.
+    Call `abort` from any task to stop the run promptly. `Agent.run` creates runs; there is no
+    need to construct one yourself.
     """
 
     def __init__(

@@ -17,13 +17,10 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
 
 
 class GlassAgentError(Exception):
-    """Root of every error glassagent raises.
-
-    Attributes:
-        result: The partial `RunResult` of the agent run that failed, when the error ended a run.
-    """
+    """Root of every error glassagent raises."""
 
     result: RunResult | None = None
+    """The partial `RunResult` of the agent run that failed, when the error ended a run."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

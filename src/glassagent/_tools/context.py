@@ -16,12 +16,16 @@ DepsT = TypeVar("DepsT", default=Any)
 class ToolContext(Generic[DepsT]):
     """Handed to a tool that declares a parameter annotated ``ToolContext``.
 
-    The parameter is injected by the agent and never shown to the model. Example:
+    The agent creates one for each call and injects it; the model never sees the parameter.
+    ``ToolContext[MyDeps]`` types ``deps``.
 
+    Example:
+        ```python
         @tool
         async def crawl(url: str, ctx: ToolContext) -> str:
             await ctx.progress(f"fetching {url}")
             ...
+        ```
     """
 
     __slots__ = (
