@@ -51,7 +51,7 @@ class _RecordingClient(BaseLLMClient):
 
     def __init__(self, *, model: str, chunk_delay: float) -> None:
         self.model = model
-        self.chunk_delay = chunk_delay
+        self.chunk_delay: float = chunk_delay
         """Seconds to wait before each streamed chunk (to simulate a slow model)."""
         self.requests: list[RecordedRequest] = []
         """Every request received, oldest first."""
@@ -166,7 +166,7 @@ class FunctionClient(_RecordingClient):
             chunk_delay: Seconds to wait before each streamed chunk.
         """
         super().__init__(model=model, chunk_delay=chunk_delay)
-        self.function = function
+        self.function: ResponseFunction = function
         """The answering function."""
 
     async def _answer(self, request: RecordedRequest) -> LLMResponse:

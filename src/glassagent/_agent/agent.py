@@ -84,15 +84,15 @@ class Agent(Generic[DepsT]):
             if wrapped.name in by_name:
                 raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
             by_name[wrapped.name] = wrapped
-        self.client = client
+        self.client: BaseLLMClient = client
         """The model backend."""
-        self.system = system
+        self.system: str | None = system
         """System instructions."""
-        self.max_iterations = max_iterations
+        self.max_iterations: int = max_iterations
         """Most model calls per run."""
-        self.settings = settings or _NO_SETTINGS
+        self.settings: ModelSettings = settings or _NO_SETTINGS
         """Default generation settings."""
-        self.tool_timeout = tool_timeout
+        self.tool_timeout: float | None = tool_timeout
         """Default seconds per tool call."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())

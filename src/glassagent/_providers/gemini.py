@@ -128,7 +128,7 @@ class GeminiClient(BaseLLMClient):
         import httpx
 
         self.model = model
-        self.streaming = streaming
+        self.streaming: bool = streaming
         """Whether `stream` uses the streaming endpoint."""
         self.__key = key
         self._owns_http = http_client is None

@@ -50,11 +50,11 @@ class ToolContext(Generic[DepsT]):
         on_progress: Callable[[str], None],
         ui_info: Any = None,
     ) -> None:
-        self.call_id = call_id
+        self.call_id: str = call_id
         """Id of the tool call being executed."""
-        self.run_id = run_id
+        self.run_id: str = run_id
         """Id of the agent run."""
-        self.tool_name = tool_name
+        self.tool_name: str = tool_name
         """Name of the tool being executed."""
         self.deps: DepsT = deps
         """The object passed to ``agent.run(deps=...)`` (e.g. a database handle)."""

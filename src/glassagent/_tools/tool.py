@@ -64,13 +64,13 @@ class Tool:
         if timeout is not None and timeout <= 0:
             raise UserError("A tool timeout must be a positive number of seconds.")
         tool_name = name or str(getattr(function, "__name__", ""))
-        self.function = function
+        self.function: Callable[..., Any] = function
         """The wrapped function."""
-        self.timeout = timeout
+        self.timeout: float | None = timeout
         """Seconds a call may take, or `None` for the agent's default."""
-        self.ui_info = ui_info
+        self.ui_info: Any = ui_info
         """Display hints for user interfaces."""
-        self.is_async = inspect.iscoroutinefunction(function)
+        self.is_async: bool = inspect.iscoroutinefunction(function)
         """Whether the function is a coroutine function (else it runs in a worker thread)."""
         self._signature: Signature = analyse(function, tool_name, description)
         self.definition = ToolDefinition(
