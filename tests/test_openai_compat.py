@@ -731,3 +731,70 @@ async def test_a_reply_outside_the_json_protocol_becomes_the_answer_visibly() ->
     assert result.text == "The answer is 42."
     llm_response = next(e for e in result.events if e.type == "llm_response")
     assert "did not follow the JSON tool protocol" in llm_response.protocol_error
+
+
+# ---- transport edge cases --------------------------------------------------------------
+
+
+@respx.mock
+async def test_sse_comments_event_names_and_an_unterminated_last_event_are_handled(client) -> None:
+    text = (
+        ": keep-alive\n\n"
+        f"event: message\nid: 1\ndata: {json.dumps(chunk({'content': 'Hel'}))}\n\n"
+        f"data: {json.dumps(chunk({'content': 'lo'}, 'stop'))}"
+    )
+    respx.post(URL).mock(return_value=httpx.Response(200, text=text))
+    assert (await stream_all(client, HI))[-1].text == "Hello"
+
+
+@respx.mock
+async def test_llama_server_error_lines_mid_stream_are_provider_errors(client) -> None:
+    text = (
+        f"data: {json.dumps(chunk({'content': 'a'}))}\n\n"
+        'error: {"code": 500, "message": "the request exceeds the context size", '
+        '"type": "exceed_context_size_error"}\n\n'
+    )
+    respx.post(URL).mock(return_value=httpx.Response(200, text=text))
+    with pytest.raises(ProviderError, match="exceeds the context size"):
+        await stream_all(client, HI)
+
+
+@respx.mock
+async def test_a_non_json_error_body_is_reported_as_text(client) -> None:
+    respx.post(URL).mock(return_value=httpx.Response(502, text="<html>Bad Gateway</html>"))
+    with pytest.raises(ProviderUnavailableError, match="Bad Gateway"):
+        await client.chat(HI)
+
+
+@respx.mock
+async def test_a_timeout_is_a_provider_unavailable_error(client) -> None:
+    respx.post(URL).mock(side_effect=httpx.ReadTimeout("timed out"))
+    with pytest.raises(ProviderUnavailableError, match="did not answer in time"):
+        await client.chat(HI)
+
+
+class BrokenStream(httpx.AsyncByteStream):
+    """Sends one chunk, then the connection drops."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield f"data: {json.dumps(chunk({'content': 'Hel'}))}\n\n".encode()
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+@respx.mock
+async def test_a_connection_lost_mid_stream_is_a_provider_unavailable_error(client) -> None:
+    respx.post(URL).mock(return_value=httpx.Response(200, stream=BrokenStream()))
+    with pytest.raises(ProviderUnavailableError, match="was lost"):
+        await stream_all(client, HI)
+    respx.post(URL).mock(return_value=httpx.Response(200, stream=BrokenStream()))
+    with pytest.raises(ProviderUnavailableError, match="was lost"):
+        await client.chat(HI)
+
+
+@respx.mock
+async def test_an_empty_assistant_turn_is_sent_with_empty_content(client) -> None:
+    route = respx.post(URL).mock(
+        return_value=httpx.Response(200, json=completion({"content": "x"}))
+    )
+    await client.chat([*HI, Message(role="assistant", content=""), *HI])
+    assert body_of(route)["messages"][1] == {"role": "assistant", "content": ""}

@@ -26,7 +26,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._providers import json_protocol
-from glassagent._providers.sse import sse_data
+from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
@@ -79,8 +79,9 @@ def _wire_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.role == "assistant":
-        wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        wire: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
+            wire["content"] = message.content or None
             wire["tool_calls"] = [_wire_tool_call(call) for call in message.tool_calls]
         return wire
     if message.attachments:
@@ -317,8 +318,17 @@ class OpenAICompatibleClient(BaseLLMClient):
             provider=self.provider_name,
         )
 
+    def _decode_chunk(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise self._parse_error(f"a malformed stream chunk {data[:200]!r}", None) from None
+        if not isinstance(chunk, dict):
+            raise self._parse_error(f"a stream chunk that is not an object {data[:200]!r}", None)
+        return chunk
+
     def _stream_error(self, chunk: dict[str, Any]) -> ProviderError:
-        message = error_message(json.dumps(chunk)) or "no details"
+        message = error_message(json.dumps(chunk)) or chunk.get("message") or "no details"
         return ProviderError(
             f"{self.provider_name} reported an error mid-stream: {message}",
             body=json.dumps(chunk)[:500],
@@ -388,22 +398,13 @@ class OpenAICompatibleClient(BaseLLMClient):
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(_PATH, body, timeout) as response:
-            async for data in sse_data(self._transport.lines(response, _PATH)):
+            async for event, data in sse_events(self._transport.lines(response, _PATH)):
                 if data.strip() == "[DONE]":
                     done = True
                     break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise self._parse_error(
-                        f"a malformed stream chunk {data[:200]!r}", None
-                    ) from None
-                if not isinstance(chunk, dict):
-                    raise self._parse_error(
-                        f"a stream chunk that is not an object {data[:200]!r}", None
-                    )
+                chunk = self._decode_chunk(data)
                 chunks.append(chunk)
-                if "error" in chunk:
+                if event == "error" or "error" in chunk:
                     raise self._stream_error(chunk)
                 assembly.add_meta(chunk)
                 for choice in chunk.get("choices") or []:
