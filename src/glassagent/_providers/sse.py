@@ -16,7 +16,7 @@ async def sse_events(lines: AsyncIterable[str]) -> AsyncIterator[tuple[str, str]
     Args:
         lines: The body's lines, without line terminators.
     """
-    event, data = "message", []
+    event, data = "message", list[str]()
     async for line in lines:
         if not line:
             if data:
