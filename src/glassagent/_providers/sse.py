@@ -16,7 +16,8 @@ async def sse_events(lines: AsyncIterable[str]) -> AsyncIterator[tuple[str, str]
     Args:
         lines: The body's lines, without line terminators.
     """
-    event, data = "message", list[str]()
+    event = "message"
+    data: list[str] = []
     async for line in lines:
         if not line:
             if data:
