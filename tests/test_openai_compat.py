@@ -211,6 +211,7 @@ async def test_chat_reads_a_llama_server_tool_call_with_its_timings(client) -> N
         "timings": {
             "prompt_n": 190,
             "prompt_ms": 312.4,
+            "prompt_per_token_ms": 1.64,
             "prompt_per_second": 608.1,
             "predicted_n": 21,
             "predicted_ms": 402.7,

@@ -42,6 +42,7 @@ _STOP_REASONS: dict[str, StopReason] = {
     "function_call": "tool_use",
     "length": "max_tokens",
 }
+_LLAMA_TIMINGS = ("prompt_ms", "predicted_ms")
 _TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
 _START_HINT = (
     "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
@@ -137,10 +138,10 @@ def _usage(raw: Any) -> Usage:
 
 
 def _timings(raw: Any) -> dict[str, float]:
-    """Durations in llama-server's ``timings`` object (its ``*_ms`` fields)."""
+    """The durations in llama-server's ``timings`` object (``prompt_ms``, ``predicted_ms``)."""
     if not isinstance(raw, dict):
         return {}
-    return {k: float(v) for k, v in raw.items() if k.endswith("_ms") and isinstance(v, int | float)}
+    return {k: float(raw[k]) for k in _LLAMA_TIMINGS if isinstance(raw.get(k), int | float)}
 
 
 class _Assembly:
