@@ -799,3 +799,12 @@ async def test_an_empty_assistant_turn_is_sent_with_empty_content(client) -> Non
     )
     await client.chat([*HI, Message(role="assistant", content=""), *HI])
     assert body_of(route)["messages"][1] == {"role": "assistant", "content": ""}
+
+
+@respx.mock
+async def test_a_refusal_is_the_answer_text(client) -> None:
+    refusal = "I'm sorry, I can't help with that."
+    respx.post(URL).mock(
+        return_value=httpx.Response(200, json=completion({"content": None, "refusal": refusal}))
+    )
+    assert (await client.chat(HI)).text == refusal

@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
@@ -161,7 +161,7 @@ class _Assembly:
         slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
         function = raw.get("function") or {}
         slot["id"] = slot["id"] or raw.get("id")
-        slot["name"] += function.get("name") or ""
+        slot["name"] = slot["name"] or function.get("name") or ""
         arguments = function.get("arguments")
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
@@ -182,7 +182,7 @@ class _Assembly:
         if isinstance(reasoning, str) and reasoning:
             self.reasoning.append(reasoning)
             parts.append(ThinkingDelta(reasoning))
-        content = delta.get("content")
+        content = delta.get("content") or delta.get("refusal")
         if isinstance(content, str) and content:
             self.text.append(content)
             parts.append(TextDelta(content))
@@ -229,7 +229,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        tool_protocol: str = "native",
+        tool_protocol: Literal["native", "json"] = "native",
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -245,7 +245,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             )
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
-        self.tool_protocol = "json" if tool_protocol == "json" else "native"
+        self.tool_protocol = tool_protocol
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._transport = HTTPTransport(
             provider=self.provider_name,
