@@ -2,10 +2,15 @@
 
 Every backend translates between these types and its own wire format; provider types never
 leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat`.
+
+Shipped backends: `GeminiClient` (Google Gemini on google-genai), `OpenAICompatibleClient`
+(OpenAI, llama-server, vLLM, LM Studio), `OllamaClient` and `LlamaClient`;
+`create_llm_client` makes one by provider name.
 """
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.messages import (
+    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -18,19 +23,26 @@ from glassagent._core.messages import (
     ThinkingDelta,
     ToolCall,
     ToolDefinition,
+    ToolProtocol,
     Usage,
 )
 from glassagent._providers.factory import create_llm_client
 from glassagent._providers.gemini import GeminiClient
+from glassagent._providers.ollama import LlamaClient, OllamaClient
+from glassagent._providers.openai_compat import OpenAICompatibleClient
 
 __all__ = [
+    "ARGUMENTS_ERROR",
     "Attachment",
     "BaseLLMClient",
     "GeminiClient",
     "LLMResponse",
+    "LlamaClient",
     "Message",
     "MessageStatus",
     "ModelSettings",
+    "OllamaClient",
+    "OpenAICompatibleClient",
     "Role",
     "StopReason",
     "StreamPart",
@@ -38,6 +50,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCall",
     "ToolDefinition",
+    "ToolProtocol",
     "Usage",
     "create_llm_client",
 ]

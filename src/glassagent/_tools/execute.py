@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from glassagent._core.errors import ToolError
-from glassagent._core.messages import ToolCall
+from glassagent._core.messages import ARGUMENTS_ERROR, ToolCall
 from glassagent._core.result import ToolResult
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import InvalidArguments, Tool
@@ -56,6 +56,8 @@ async def execute_call(
         duration = (time.perf_counter() - started) * 1000
         return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
 
+    if problem := call.provider_metadata.get(ARGUMENTS_ERROR):
+        return done(f"Error: invalid arguments for tool {call.name!r}: {problem}", True)
     if tool is None:
         names = ", ".join(available) or "none"
         return done(f"Error: unknown tool {call.name!r}. Available tools: {names}.", True)
