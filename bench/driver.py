@@ -125,7 +125,7 @@ def glassagent_driver(
     counter_tool = tool(counter)
 
     async def run() -> str:
-        result = await Agent(client, [counter_tool]).run(PROMPT)
+        result = await Agent(client, [counter_tool], max_iterations=1000).run(PROMPT)
         return result.text
 
     return run
