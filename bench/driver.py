@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from measure import PROMPT, Factory, Run, counter, main
+from measure import PROMPT, Factory, Run, counter, k_of, main
 
 COUNTER_TOOL = {
     "type": "function",
@@ -106,9 +106,10 @@ def glassagent_driver(kind: str, base_url: str, model: str, stream: bool) -> Run
     if not stream:  # one whole answer per call: the base class's `stream` calls `chat`
         client.stream = BaseLLMClient.stream.__get__(client)
     counter_tool = tool(counter)
+    max_iterations = k_of(model) + 5  # K tool calls and the answer, whatever K
 
     async def run() -> str:
-        result = await Agent(client, [counter_tool]).run(PROMPT)
+        result = await Agent(client, [counter_tool], max_iterations=max_iterations).run(PROMPT)
         return result.text
 
     return run
