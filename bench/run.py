@@ -178,17 +178,17 @@ def run_peers(
     return results
 
 
-def peer_imports(results: list[dict[str, Any]], pythons: dict[str, Path]) -> None:
+def peer_imports(results: list[dict[str, Any]], pythons: dict[str, Path]) -> dict[str, float]:
     """The import time of each measured peer, in its own venv (the server stopped)."""
     import peer_envs
 
-    for r in results:
-        if "peer" not in r:
-            continue
-        python = pythons[r["driver"]]
-        r["import_ms"] = import_ms(
-            peer_envs.PEERS[r["driver"]].imports, str(python), peer_envs.env()
+    return {
+        r["driver"]: import_ms(
+            peer_envs.PEERS[r["driver"]].imports, str(pythons[r["driver"]]), peer_envs.env()
         )
+        for r in results
+        if "peer" in r
+    }
 
 
 def micro() -> dict[str, float]:
@@ -219,9 +219,8 @@ def analyse(
                 "cpu_ratio": r["cpu_ms_per_run"] / floor["cpu_ms_per_run"],
                 "throughput_ratio": r["runs_per_s"] / floor["runs_per_s"],
                 "rss_extra_mb": r["peak_rss_mb"] - floor["peak_rss_mb"],
-                "import_ms": r.get("import_ms", imports.get(r["driver"], 0.0)),
-                "import_ratio": r.get("import_ms", imports.get(r["driver"], 0.0))
-                / imports["raw_httpx"],
+                "import_ms": imports[r["driver"]],
+                "import_ratio": imports[r["driver"]] / imports["raw_httpx"],
             }
         )
     return rows
@@ -257,6 +256,7 @@ def print_tables(
             f"| {r['import_ms']:.0f} ({r['import_ratio']:.2f}x) | {r['packages']} |"
         )
     for name, why in skipped.items():
+        why = why.replace("|", "\\|")
         print(f"| {name} (peer) | skipped: {why} | | | | | | |")
     print("\n## Micro-benchmarks\n\n| measure | value |\n|---|---|")
     for name, value in micro_results.items():
@@ -311,7 +311,7 @@ def main() -> None:
         if name.startswith("glassagent_gemini"):
             stmt = "import glassagent, glassagent.llm, google.genai"
         imports[name] = imports_by_stmt.setdefault(stmt, import_ms(stmt))
-    peer_imports(results, peer_pythons)
+    imports.update(peer_imports(results, peer_pythons))
     for r in results:
         if "peer" in r:
             continue
