@@ -7,17 +7,11 @@ floor), and glassagent with each client: ``glassagent_openai[_stream]``,
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import resource
-import statistics
-import sys
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-PROMPT = "Count with the counter tool, then say done."
+from measure import PROMPT, Factory, Run, counter, k_of, main
+
 COUNTER_TOOL = {
     "type": "function",
     "function": {
@@ -30,15 +24,6 @@ COUNTER_TOOL = {
         },
     },
 }
-
-
-def counter(n: int) -> int:
-    """Return n + 1.
-
-    Args:
-        n: The number to count from.
-    """
-    return n + 1
 
 
 # ---- the floor: a hand-written loop on raw httpx ---------------------------------------
@@ -77,7 +62,7 @@ async def _raw_call(http: Any, url: str, body: dict[str, Any], stream: bool) -> 
     return {"role": "assistant", "content": "".join(content) or None, "tool_calls": tool_calls}
 
 
-def raw_driver(base_url: str, model: str, stream: bool) -> Callable[[], Awaitable[str]]:
+def raw_driver(base_url: str, model: str, stream: bool) -> Run:
     import httpx
 
     http = httpx.AsyncClient(timeout=60)
@@ -114,24 +99,23 @@ def make_client(kind: str, base_url: str, model: str) -> Any:
     return llm.GeminiClient(model, api_key="bench-key-not-secret", base_url=base_url)
 
 
-def glassagent_driver(
-    kind: str, base_url: str, model: str, stream: bool
-) -> Callable[[], Awaitable[str]]:
+def glassagent_driver(kind: str, base_url: str, model: str, stream: bool) -> Run:
     from glassagent import Agent, BaseLLMClient, tool
 
     client = make_client(kind, base_url, model)
     if not stream:  # one whole answer per call: the base class's `stream` calls `chat`
         client.stream = BaseLLMClient.stream.__get__(client)
     counter_tool = tool(counter)
+    max_iterations = k_of(model) + 5  # K tool calls and the answer, whatever K
 
     async def run() -> str:
-        result = await Agent(client, [counter_tool], max_iterations=1000).run(PROMPT)
+        result = await Agent(client, [counter_tool], max_iterations=max_iterations).run(PROMPT)
         return result.text
 
     return run
 
 
-DRIVERS: dict[str, Callable[[str, str], Callable[[], Awaitable[str]]]] = {
+DRIVERS: dict[str, Factory] = {
     "raw_httpx": lambda url, model: raw_driver(url, model, False),
     "raw_httpx_stream": lambda url, model: raw_driver(url, model, True),
 }
@@ -152,50 +136,5 @@ for _name in DRIVERS:
         IMPORTS[_name] = "import glassagent, glassagent.llm"
 
 
-async def measure(
-    name: str, base_url: str, k: int, n: int, concurrency: int, rounds: int
-) -> dict[str, Any]:
-    run = DRIVERS[name](base_url, f"bench-k{k}")
-    expected = f"done {k}"
-    for _ in range(2):  # warm up connections and caches
-        assert await run() == expected
-    latencies = []
-    cpu_start = time.process_time()
-    for _ in range(n):
-        started = time.perf_counter()
-        text = await run()
-        latencies.append(time.perf_counter() - started)
-        assert text == expected, text
-    cpu_ms = (time.process_time() - cpu_start) * 1000 / n
-    rates = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        texts = await asyncio.gather(*(run() for _ in range(concurrency)))
-        rates.append(concurrency / (time.perf_counter() - started))
-        assert all(t == expected for t in texts)
-    return {
-        "driver": name,
-        "latency_ms": statistics.median(latencies) * 1000,
-        "cpu_ms_per_run": cpu_ms,
-        "runs_per_s": statistics.median(rates),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("driver", choices=sorted(DRIVERS))
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--n", type=int, default=20)
-    parser.add_argument("--concurrency", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    result = asyncio.run(
-        measure(args.driver, args.base_url, args.k, args.n, args.concurrency, args.rounds)
-    )
-    json.dump(result, sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    main(DRIVERS, __doc__)

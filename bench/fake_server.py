@@ -33,9 +33,38 @@ def final_text(k: int) -> str:
 # ---- OpenAI chat completions -----------------------------------------------------------
 
 
+def _offers_final_answer(body: dict[str, Any]) -> bool:
+    return any(
+        tool.get("function", {}).get("name") == "final_answer" for tool in body.get("tools") or []
+    )
+
+
+def _tool_results(messages: list[dict[str, Any]], final_tool: bool) -> int:
+    """How many tool results the conversation holds.
+
+    A client that offers a ``final_answer`` tool (smolagents' ToolCallingAgent) sends tool
+    results back as ``Observation: ...`` text, not as tool messages, and ends a run by calling
+    that tool (served so on the non-streamed wire). Every other client is counted by its tool
+    messages and gets a plain text answer.
+    """
+    if not final_tool:
+        return sum(1 for m in messages if m.get("role") == "tool")
+    count = 0
+    for message in messages:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"text": content}]
+        count += sum(
+            1
+            for part in parts
+            if isinstance(part, dict) and str(part.get("text") or "").startswith("Observation:")
+        )
+    return count
+
+
 def openai(body: dict[str, Any]) -> tuple[bytes, str]:
     k = k_of(body.get("model", ""))
-    n = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+    final_tool = _offers_final_answer(body)
+    n = _tool_results(body.get("messages", []), final_tool)
     usage = {"prompt_tokens": 10 + n, "completion_tokens": 5, "total_tokens": 15 + n}
     call = {
         "id": f"call_{n}",
@@ -46,12 +75,16 @@ def openai(body: dict[str, Any]) -> tuple[bytes, str]:
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if n < k:
             message["tool_calls"] = [call]
+        elif final_tool:
+            answer = {"answer": final_text(k)}
+            function = {"name": "final_answer", "arguments": json.dumps(answer)}
+            message["tool_calls"] = [{"id": f"call_{n}", "type": "function", "function": function}]
         else:
             message["content"] = final_text(k)
         choice = {
             "index": 0,
             "message": message,
-            "finish_reason": "tool_calls" if n < k else "stop",
+            "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
         }
         payload = {
             "id": "cmpl",

@@ -1,11 +1,16 @@
 """glassagent's framework overhead next to raw httpx, measured in one run.
 
-Usage: ``python bench/run.py [--k 10] [--n 20] [--concurrency 100] [--rounds 3]``
+Usage: ``python bench/run.py [--k 10] [--n 20] [--concurrency 100] [--rounds 3] [--peers]``
 
 Starts the fake LLM server (bench/fake_server.py) on 127.0.0.1, runs every driver
 (bench/driver.py) in its own process, pinned to another core than the server when
 ``taskset`` exists, and prints Markdown tables with ratios against the raw-httpx floor
 measured in the same run. Results are also written to bench/results/latest.json.
+
+With ``--peers``, the same task also runs on peer frameworks (pydantic-ai, openai-agents,
+smolagents, agno, strands), each installed into its own virtual environment under
+bench/.peers/ on first use (see bench/peer_envs.py); a peer that cannot take part is shown as
+skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -70,11 +75,15 @@ def available_drivers() -> list[str]:
     return names
 
 
-def import_ms(statement: str, repeat: int = 5) -> float:
+def import_ms(
+    statement: str, python: str = PYTHON, env: dict[str, str] | None = None, repeat: int = 5
+) -> float:
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     samples = [
         float(
-            subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout
+            subprocess.run(
+                [python, "-c", code], capture_output=True, text=True, check=True, env=env
+            ).stdout
         )
         for _ in range(repeat)
     ]
@@ -135,6 +144,53 @@ def run_driver(name: str, base_url: str, args: argparse.Namespace) -> dict[str, 
     return result
 
 
+def prepare_peers() -> tuple[dict[str, Path], dict[str, str]]:
+    """Each peer's interpreter (installed on first use), and the peers skipped, with why."""
+    import peer_envs
+
+    pythons: dict[str, Path] = {}
+    skipped: dict[str, str] = {}
+    for name in peer_envs.PEERS:
+        try:
+            pythons[name] = peer_envs.venv_python(name)
+        except peer_envs.Skipped as exc:
+            skipped[name] = str(exc)
+    return pythons, skipped
+
+
+def run_peers(
+    pythons: dict[str, Path], skipped: dict[str, str], base_url: str, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Measure each installed peer (while the server runs); failures join `skipped`."""
+    import peer_envs
+
+    results = []
+    for name, python in pythons.items():
+        try:
+            result = peer_envs.run_driver(name, python, base_url, pinned(1), args)
+            facts = peer_envs.facts(name, python)
+        except peer_envs.Skipped as exc:
+            skipped[name] = str(exc)
+            continue
+        result["peer"] = f"{peer_envs.PEERS[name].distribution} {facts['version']}"
+        result["packages"] = facts["packages"]
+        results.append(result)
+    return results
+
+
+def peer_imports(results: list[dict[str, Any]], pythons: dict[str, Path]) -> dict[str, float]:
+    """The import time of each measured peer, in its own venv (the server stopped)."""
+    import peer_envs
+
+    return {
+        r["driver"]: import_ms(
+            peer_envs.PEERS[r["driver"]].imports, str(pythons[r["driver"]]), peer_envs.env()
+        )
+        for r in results
+        if "peer" in r
+    }
+
+
 def micro() -> dict[str, float]:
     out = subprocess.run(
         [PYTHON, str(HERE / "micro.py")], capture_output=True, text=True, check=True
@@ -173,7 +229,10 @@ def analyse(
 
 
 def print_tables(
-    rows: list[dict[str, Any]], micro_results: dict[str, float], meta: dict[str, Any]
+    rows: list[dict[str, Any]],
+    micro_results: dict[str, float],
+    meta: dict[str, Any],
+    skipped: dict[str, str],
 ) -> None:
     print(
         f"\n## Framework overhead (K={meta['k']} tool calls + 1 answer per run, N={meta['n']}, "
@@ -184,13 +243,14 @@ def print_tables(
         f"pinned: {meta['pinned']}\n"
     )
     print(
-        "| driver | latency ms | overhead ms/call | CPU ms/run | runs/s @C | peak RSS MB "
-        "| import ms | packages |"
+        "| driver | latency ms | overhead ms/call | CPU ms/run | CPU overhead ms/call "
+        "| runs/s @C | peak RSS MB | import ms | packages |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        label = f"{r['driver']} (peer: {r['peer']})" if "peer" in r else r["driver"]
         print(
-            f"| {r['driver']} | {r['latency_ms']:.2f} ({r['latency_ratio']:.2f}x) "
+            f"| {label} | {r['latency_ms']:.2f} ({r['latency_ratio']:.2f}x) "
             f"| {r['overhead_ms_per_call']:+.3f} "
             f"| {r['cpu_ms_per_run']:.2f} ({r['cpu_ratio']:.2f}x) "
             f"| {r['cpu_overhead_ms_per_call']:+.3f} "
@@ -198,12 +258,15 @@ def print_tables(
             f"| {r['peak_rss_mb']:.1f} ({r['rss_extra_mb']:+.1f}) "
             f"| {r['import_ms']:.0f} ({r['import_ratio']:.2f}x) | {r['packages']} |"
         )
+    for name, why in skipped.items():
+        why = why.replace("|", "\\|")
+        print(f"| {name} (peer) | skipped: {why} | | | | | | | |")
     print("\n## Micro-benchmarks\n\n| measure | value |\n|---|---|")
     for name, value in micro_results.items():
         print(f"| {name} | {value:.2f} |")
     print("\n## Targets\n\n| target | driver | value | limit | result |\n|---|---|---|---|---|")
     for r in rows:
-        if r["driver"].startswith("raw_"):
+        if r["driver"].startswith("raw_") or "peer" in r:
             continue
         for key, limit, better_low in (
             ("overhead_ms_per_call", TARGETS["overhead_ms_per_call"], True),
@@ -230,12 +293,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (median)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per driver")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "latest.json")
+    parser.add_argument(
+        "--peers", action="store_true", help="also run the peer frameworks (installs them)"
+    )
     args = parser.parse_args()
 
+    peer_pythons, skipped = prepare_peers() if args.peers else ({}, {})
     server, base_url = start_server()
     try:
         drivers = available_drivers()
         results = [run_driver(name, base_url, args) for name in drivers]
+        results += run_peers(peer_pythons, skipped, base_url, args)
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -247,7 +315,10 @@ def main() -> None:
         if name.startswith("glassagent_gemini"):
             stmt = "import glassagent, glassagent.llm, google.genai"
         imports[name] = imports_by_stmt.setdefault(stmt, import_ms(stmt))
+    imports.update(peer_imports(results, peer_pythons))
     for r in results:
+        if "peer" in r:
+            continue
         root = "httpx" if r["driver"].startswith("raw_") else "glassagent"
         r["packages"] = package_count(root + ("[gemini]" if "gemini" in r["driver"] else ""))
     micro_results = micro()
@@ -263,11 +334,12 @@ def main() -> None:
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     rows = analyse(results, args.k, imports)
-    print_tables(rows, micro_results, meta)
+    print_tables(rows, micro_results, meta, skipped)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        json.dumps({"meta": meta, "drivers": rows, "micro": micro_results}, indent=2)
-    )
+    output: dict[str, Any] = {"meta": meta, "drivers": rows, "micro": micro_results}
+    if args.peers:
+        output["peers_skipped"] = skipped
+    args.output.write_text(json.dumps(output, indent=2))
     print(f"\nResults written to {args.output}")
 
 
