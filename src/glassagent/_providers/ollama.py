@@ -324,8 +324,8 @@ class OllamaClient(BaseLLMClient):
         last: dict[str, Any] | None = None
         async with self._transport.stream(_CHAT, body, timeout) as response:
             async for line in self._transport.lines(response, _CHAT):
-                if not line.strip():
-                    continue
+                if last is not None or not line.strip():  # after `done`: read to the end,
+                    continue  # so the connection goes back to the pool
                 try:
                     chunk = self._check(json.loads(line), "a stream line")
                 except ValueError:
@@ -338,7 +338,6 @@ class OllamaClient(BaseLLMClient):
                     yield delta
                 if chunk.get("done"):
                     last = chunk
-                    break
         if last is None:
             raise ResponseParseError(
                 "Ollama's stream ended before the answer was complete (no 'done' line).",

@@ -400,9 +400,11 @@ class OpenAICompatibleClient(BaseLLMClient):
         done = False
         async with self._transport.stream(_PATH, body, timeout) as response:
             async for event, data in sse_events(self._transport.lines(response, _PATH)):
+                if done:  # read to the end, so the connection goes back to the pool
+                    continue
                 if data.strip() == "[DONE]":
                     done = True
-                    break
+                    continue
                 chunk = self._decode_chunk(data)
                 chunks.append(chunk)
                 if event == "error" or "error" in chunk:
