@@ -10,6 +10,8 @@ GlassAgentError
 │   ├── ProviderUnavailableError  5xx or unreachable; retryable
 │   └── ResponseParseError        malformed body or truncated stream
 ├── ToolError                     raised by a tool to report a clean error to the model
+├── HistoryValidationError        an invalid history document (.problems; also a ValueError)
+├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
     └── RunAborted                run.abort() or cancellation (.reason)
@@ -22,6 +24,8 @@ from glassagent._core.errors import (
     AuthenticationError,
     ConfigurationError,
     GlassAgentError,
+    HistoryConflictError,
+    HistoryValidationError,
     MaxIterationsExceeded,
     ProviderError,
     ProviderUnavailableError,
@@ -37,6 +41,8 @@ __all__ = [
     "AuthenticationError",
     "ConfigurationError",
     "GlassAgentError",
+    "HistoryConflictError",
+    "HistoryValidationError",
     "MaxIterationsExceeded",
     "ProviderError",
     "ProviderUnavailableError",

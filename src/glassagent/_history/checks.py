@@ -1,0 +1,113 @@
+"""Shared pieces of validation: the problem collector, locations and the JSON walker."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from glassagent._core.errors import HistoryProblem, HistoryValidationError
+from glassagent._history.model import HistoryLimits
+
+_INT_BOUND = 2**64
+_SHOWN_IDS = 5
+
+
+@dataclass
+class Entry:
+    """What the tree checks need of one message, read defensively."""
+
+    loc: str
+    id: str
+    parent: str | None
+    parent_ok: bool
+    children: list[str] | None
+    role: str | None
+    call_ids: frozenset[str]
+    answers: str | None
+
+
+class Problems:
+    def __init__(self) -> None:
+        self.items: list[HistoryProblem] = []
+
+    def add(self, location: str, message: str) -> None:
+        self.items.append(HistoryProblem(location, message))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise HistoryValidationError(self.items)
+
+
+def kind(value: object) -> str:
+    """The JSON name of a value's type (``object``, ``array``...) or its Python type name."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    names: dict[type, str] = {str: "string", dict: "object", list: "array"}
+    return names.get(type(value), type(value).__name__)
+
+
+def key_loc(base: str, key: object) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{base}.{key}" if base else key
+    return f"{base}[{key!r}]"
+
+
+def show_ids(ids: Iterable[str]) -> str:
+    shown = list(ids)
+    text = ", ".join(repr(i) for i in shown[:_SHOWN_IDS])
+    return text + (f" and {len(shown) - _SHOWN_IDS} more" if len(shown) > _SHOWN_IDS else "")
+
+
+def measure(value: Any, loc: str, limits: HistoryLimits, problems: Problems, budget: int) -> int:
+    """UTF-8 bytes of the text in a JSON value (walked iteratively); reports non-JSON content.
+
+    Stops early (returning more than `budget`) once the value is known to be too big.
+    """
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            try:
+                size += len(item.encode("utf-8"))
+            except UnicodeEncodeError:
+                problems.add(loc, "contains text that is not valid Unicode (a lone surrogate)")
+                return size
+        elif isinstance(item, (dict, list)):
+            if depth >= limits.max_nesting:
+                problems.add(loc, f"nests deeper than max_nesting={limits.max_nesting}")
+                return size
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if not isinstance(k, str):
+                        problems.add(loc, f"has an object key that is a {kind(k)}, not a string")
+                        return size
+                    stack.append((k, depth + 1))
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+            size += 2
+        elif item is None or isinstance(item, bool):
+            size += 4
+        elif isinstance(item, int):
+            if not -_INT_BOUND < item < _INT_BOUND:
+                problems.add(loc, "contains an integer too large for JSON interchange")
+                return size
+            size += 8
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                problems.add(loc, "contains a number that is not finite (NaN or infinity)")
+                return size
+            size += 8
+        else:
+            problems.add(loc, f"contains a {kind(item)}, which is not a JSON value")
+            return size
+        if size > budget:
+            return size
+    return size
