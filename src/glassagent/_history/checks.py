@@ -64,6 +64,31 @@ def show_ids(ids: Iterable[str]) -> str:
     return text + (f" and {len(shown) - _SHOWN_IDS} more" if len(shown) > _SHOWN_IDS else "")
 
 
+def measure_fields(
+    obj: dict[Any, Any], loc: str, limits: HistoryLimits, problems: Problems, budget: int
+) -> int:
+    """`measure` for each field of an object, with a fast path for plain text and scalars."""
+    size = 0
+    for key, value in obj.items():
+        if type(key) is not str:
+            problems.add(loc, f"has a key that is a {kind(key)}, not a string")
+            return size
+        if not key.isascii():
+            size += measure(key, loc, limits, problems, budget - size)
+        size += len(key)
+        if type(value) is str and value.isascii():
+            size += len(value)
+        elif value is None or type(value) is bool:
+            size += 4
+        elif type(value) is list and all(type(v) is str and v.isascii() for v in value):
+            size += sum(map(len, value)) + 2 * len(value) + 2
+        else:
+            size += measure(value, key_loc(loc, key), limits, problems, budget - size)
+        if size > budget:
+            break
+    return size
+
+
 def measure(value: Any, loc: str, limits: HistoryLimits, problems: Problems, budget: int) -> int:
     """UTF-8 bytes of the text in a JSON value (walked iteratively); reports non-JSON content.
 

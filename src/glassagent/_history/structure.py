@@ -15,7 +15,7 @@ from glassagent._history.model import HistoryLimits, Version
 
 def check_tree(
     entries: list[Entry], limits: HistoryLimits, problems: Problems
-) -> dict[str, list[str]]:
+) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Parents exist, children agree, one root, no cycles, bounded depth, tool results match."""
     by_id = {e.id: e for e in entries}
     actual: dict[str, list[str]] = {}
@@ -34,11 +34,11 @@ def check_tree(
         problems.add("messages", "no root message (parent_id null): the parent links form a cycle")
     if len(roots) > 1:
         problems.add("messages", f"several root messages: {show_ids(roots)}; a history has one")
-    order = _walk(roots, actual, limits, problems)
-    if len(order) < len(by_id):
-        _report_cycles(entries, by_id, set(order), problems)
-    _check_tool_results(order, by_id, problems)
-    return {e.id: e.children or [] for e in entries}
+    depths = _walk(roots, actual, limits, problems)
+    if len(depths) < len(by_id):
+        _report_cycles(entries, by_id, set(depths), problems)
+    _check_tool_results(list(depths), by_id, problems)
+    return {e.id: e.children or [] for e in entries}, depths
 
 
 def _check_children(
@@ -62,19 +62,19 @@ def _check_children(
 
 def _walk(
     roots: list[str], actual: dict[str, list[str]], limits: HistoryLimits, problems: Problems
-) -> list[str]:
-    """Breadth-first order of every message reachable from the roots, checking the depth."""
-    order: list[str] = []
-    queue = deque((root, 1) for root in roots)
+) -> dict[str, int]:
+    """The depth (root: 0) of every message reachable from the roots, breadth first."""
+    depths: dict[str, int] = {}
+    queue = deque((root, 0) for root in roots)
     too_deep = False
     while queue:
         node, depth = queue.popleft()
-        order.append(node)
-        if depth > limits.max_depth and not too_deep:
+        depths[node] = depth
+        if depth >= limits.max_depth and not too_deep:
             problems.add("messages", f"the tree is deeper than max_depth={limits.max_depth}")
             too_deep = True
         queue.extend((child, depth + 1) for child in actual.get(node, ()))
-    return order
+    return depths
 
 
 def _report_cycles(

@@ -80,6 +80,8 @@ class History:
         """The stored revision this history was loaded from or last saved as; `None` if new."""
         self._messages: dict[str, HistoryMessage] = {}
         self._children: dict[str, list[str]] = {}
+        self._depth: dict[str, int] = {}
+        self._thread: list[HistoryMessage] = []  # the last thread extracted, root first
         self._root: str | None = None
         self._current: str | None = None
         self._mapping_extra: dict[str, dict[str, Any]] = {}
@@ -116,7 +118,8 @@ class History:
     def thread(self, node: str | None = None) -> list[HistoryMessage]:
         """The messages from the root down to `node` (default: the current node).
 
-        Runs in time proportional to the thread's length, without recursion.
+        Walks parent links without recursion. The last thread extracted is remembered, so
+        asking again after an append, or for a sibling branch, walks only the part that differs.
 
         Args:
             node: The last message of the thread.
@@ -124,15 +127,26 @@ class History:
         Raises:
             UserError: When `node` is not in the history.
         """
-        messages = self._messages
+        messages, depth, cached = self._messages, self._depth, self._thread
         node_id = self._current if node is None else self._require(node)
-        path: list[HistoryMessage] = []
-        while node_id is not None:
+        walked: list[HistoryMessage] = []
+        while node_id is not None and not cached:  # nothing remembered: the plain walk
             message = messages[node_id]
-            path.append(message)
+            walked.append(message)
             node_id = message.parent_id
-        path.reverse()
-        return path
+        while node_id is not None:
+            level = depth[node_id]
+            if level < len(cached) and cached[level].id == node_id:
+                break  # the rest of the way up is the remembered thread
+            message = messages[node_id]
+            walked.append(message)
+            node_id = message.parent_id
+        walked.reverse()
+        shared = 0 if node_id is None else depth[node_id] + 1
+        if shared < len(cached):
+            del cached[shared:]
+        cached.extend(walked)
+        return cached[:]
 
     def to_messages(self, node: str | None = None) -> list[Message]:
         """The neutral `Message`s of a thread, ready for a model client.
@@ -201,6 +215,7 @@ class History:
             self._check_answers(stored)
         self._messages[stored.id] = stored
         self._children[stored.id] = []
+        self._depth[stored.id] = 0 if parent_id is None else self._depth[parent_id] + 1
         if parent_id is None:
             self._root = stored.id
         else:
@@ -270,6 +285,8 @@ class History:
         history.revision = None
         history._messages = parsed.messages
         history._children = parsed.children
+        history._depth = parsed.depths
+        history._thread = []
         history._root = next((i for i, m in parsed.messages.items() if m.parent_id is None), None)
         history._current = parsed.current_node
         history._mapping_extra = parsed.mapping_extra

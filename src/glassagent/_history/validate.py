@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from glassagent._history.checks import Entry, Problems, key_loc, kind, measure
+from glassagent._history.checks import Entry, Problems, key_loc, kind, measure, measure_fields
 from glassagent._history.model import (
     HistoryAttachment,
     HistoryLimits,
@@ -85,6 +85,7 @@ class Parsed:
     extra: dict[str, Any]
     messages: dict[str, HistoryMessage]
     children: dict[str, list[str]]
+    depths: dict[str, int]
     current_node: str | None
     mapping_extra: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -136,13 +137,13 @@ def parse(data: Any, limits: HistoryLimits) -> Parsed:
     entries, messages, total = _messages(raw_messages, names, limits, problems, total)
     if total > limits.max_total_bytes:
         problems.add("$", f"the document exceeds max_total_bytes={limits.max_total_bytes}")
-    children = check_tree(entries, limits, problems)
+    children, depths = check_tree(entries, limits, problems)
     mapping_extra = {}
     if version == "2.0":
         mapping_extra = check_mapping(data.get("mapping"), entries, limits, problems)
     current = check_pointers(data, version, entries, children, problems)
     problems.raise_if_any()
-    return Parsed(version, meta, extra, messages, children, current, mapping_extra)
+    return Parsed(version, meta, extra, messages, children, depths, current, mapping_extra)
 
 
 def _top_level(
@@ -205,14 +206,10 @@ def _messages(
         if not isinstance(item, dict):
             problems.add(loc, f"a message must be an object, not {kind(item)}")
             continue
-        size = 0
-        for field_name, value in item.items():
-            field_loc = key_loc(loc, field_name)
-            size += measure(value, field_loc, limits, problems, limits.max_message_bytes)
-            if size > limits.max_message_bytes:
-                limit = limits.max_message_bytes
-                problems.add(loc, f"the message exceeds max_message_bytes={limit}")
-                break
+        size = measure_fields(item, loc, limits, problems, limits.max_message_bytes)
+        if size > limits.max_message_bytes:
+            limit = limits.max_message_bytes
+            problems.add(loc, f"the message exceeds max_message_bytes={limit}")
         total += size
         count = len(problems.items)
         entry = _entry(item, loc, names, problems)
