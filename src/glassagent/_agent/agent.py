@@ -6,16 +6,18 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
 from glassagent._core.result import RunResult
-from glassagent._history.tree import History
 from glassagent._tools.context import DepsT
 from glassagent._tools.tool import Tool, as_tool
+
+if TYPE_CHECKING:
+    from glassagent._history.tree import History
 
 AttachmentLike = Attachment | str | os.PathLike[str]
 """An `Attachment`, or a file path to attach."""

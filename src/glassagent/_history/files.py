@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from glassagent._history import formats
@@ -33,6 +32,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     file is renamed over `path` (atomic on POSIX and Windows); the directory entry is synced
     too where the platform allows. On any failure the temporary file is removed.
     """
+    import tempfile  # only when writing: keeps `import glassagent` light
+
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -38,7 +38,7 @@ def check_tree(
     if len(depths) < len(by_id):
         _report_cycles(entries, by_id, set(depths), problems)
     _check_tool_results(list(depths), by_id, problems)
-    return {e.id: e.children or [] for e in entries}, depths
+    return {e.id: list(e.children or ()) for e in entries}, depths
 
 
 def _check_children(

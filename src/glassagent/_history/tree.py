@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -108,9 +108,6 @@ class History:
 
     def __contains__(self, message_id: object) -> bool:
         return message_id in self._messages
-
-    def __iter__(self) -> Iterator[HistoryMessage]:
-        return iter(self._messages.values())
 
     def __getitem__(self, message_id: str) -> HistoryMessage:
         return self._messages[self._require(message_id)]

@@ -164,13 +164,13 @@ def _top_level(
             problems.add(name, f"must be a string or null, not {kind(value)}")
         elif name.endswith("_at") and value is not None and not _TIMESTAMP.fullmatch(value):
             problems.add(name, f"{value!r} is not an ISO 8601 timestamp")
-        meta[name] = value
+        meta[name] = list(value) if isinstance(value, list) else value
     for name in ("active_tools", "active_supporters"):
         value = data.get(name, [])
         if not isinstance(value, list):
             problems.add(name, f"must be an array, not {kind(value)}")
             value = []
-        meta[name] = value
+        meta[name] = list(value) if isinstance(value, list) else value
     other: Version = "2.0" if version == "1" else "1"
     extra: dict[str, Any] = {}
     total = 0
@@ -178,7 +178,7 @@ def _top_level(
         if not isinstance(key, str):
             problems.add("$", f"has a key that is a {kind(key)}, not a string")
             continue
-        if key in ("messages", "mapping"):
+        if key == "messages" or (key == "mapping" and version == "2.0"):
             continue
         total += measure(value, key_loc("", key), limits, problems, limits.max_total_bytes)
         if key in TOP_FIELDS[version]:
@@ -252,7 +252,7 @@ def _entry(item: dict[str, Any], loc: str, names: _Names, problems: Problems) ->
             problems.add(key_loc(loc, names.children), "must be an array of message ids")
         children = None
     role = item.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         if "role" in item:
             problems.add(key_loc(loc, "role"), f"invalid role {role!r}; expected {_ROLE_NAMES}")
         role = None
@@ -301,7 +301,7 @@ def _message(
             problems.add(key_loc(loc, names.time), f"{created_at!r} is not an ISO 8601 timestamp")
         created_at = None
     status = item.get("status", "completed")
-    if status not in _STATUSES:
+    if not isinstance(status, str) or status not in _STATUSES:
         expected = "expected 'completed' or 'aborted'"
         problems.add(key_loc(loc, "status"), f"invalid status {status!r}; {expected}")
     answers = _optional(item, "tool_call_id", str, loc, problems)
@@ -358,7 +358,7 @@ def _attachment(item: dict[str, Any], loc: str, problems: Problems) -> HistoryAt
     kind_ = item.get("type")
     url = item.get("url")
     ok = True
-    if kind_ not in _ATTACHMENT_TYPES:
+    if not isinstance(kind_, str) or kind_ not in _ATTACHMENT_TYPES:
         problems.add(key_loc(loc, "type"), f"invalid attachment type {kind_!r}")
         ok = False
     if not isinstance(url, str):
