@@ -177,3 +177,19 @@ def test_corrupted_bytes_fail_only_with_a_validation_error(history: History, dat
     except HistoryValidationError:
         return
     check_loaded(loaded)
+
+
+@FUZZ
+@given(valid_histories(), st.data())
+def test_threads_match_a_plain_walk_in_any_order(history: History, data: Any) -> None:
+    loaded = History.from_dict(history.to_dict())
+    order = data.draw(st.lists(st.sampled_from(sorted(loaded.messages)), max_size=12))
+    for node in order:
+        expected = []
+        step: str | None = node
+        while step is not None:
+            expected.append(step)
+            step = loaded.messages[step].parent_id
+        assert [m.id for m in loaded.thread(node)] == expected[::-1]
+        if data.draw(st.booleans()):
+            loaded.append(Message(role="user", content="more"), parent=node)

@@ -115,8 +115,9 @@ class History:
     def thread(self, node: str | None = None) -> list[HistoryMessage]:
         """The messages from the root down to `node` (default: the current node).
 
-        Walks parent links without recursion. The last thread extracted is remembered, so
-        asking again after an append, or for a sibling branch, walks only the part that differs.
+        Walks parent links without recursion. The last thread extracted (after loading: the
+        current one) is remembered, so asking again after an append, or for a sibling branch,
+        walks only the part that differs.
 
         Args:
             node: The last message of the thread.
@@ -124,22 +125,25 @@ class History:
         Raises:
             UserError: When `node` is not in the history.
         """
-        messages, depth, cached = self._messages, self._depth, self._thread
+        messages, cached = self._messages, self._thread
         node_id = self._current if node is None else self._require(node)
+        if node_id is None:
+            return []
         walked: list[HistoryMessage] = []
-        while node_id is not None and not cached:  # nothing remembered: the plain walk
-            message = messages[node_id]
+        level = self._depth[node_id]  # falls by one with each step up; -1 above the root
+        step: str | None = node_id
+        while level >= len(cached):  # below the remembered thread: the plain walk
+            message = messages[step]  # type: ignore[index]  # None only when level is -1
             walked.append(message)
-            node_id = message.parent_id
-        while node_id is not None:
-            level = depth[node_id]
-            if level < len(cached) and cached[level].id == node_id:
-                break  # the rest of the way up is the remembered thread
-            message = messages[node_id]
+            step = message.parent_id
+            level -= 1
+        while level >= 0 and cached[level].id != step:  # beside it: walk up to where they meet
+            message = messages[step]  # type: ignore[index]
             walked.append(message)
-            node_id = message.parent_id
+            step = message.parent_id
+            level -= 1
         walked.reverse()
-        shared = 0 if node_id is None else depth[node_id] + 1
+        shared = level + 1
         if shared < len(cached):
             del cached[shared:]
         cached.extend(walked)
@@ -287,6 +291,7 @@ class History:
         history._root = next((i for i, m in parsed.messages.items() if m.parent_id is None), None)
         history._current = parsed.current_node
         history._mapping_extra = parsed.mapping_extra
+        history.thread()  # remember the current thread: the context a run asks for first
         return history
 
     def to_dict(self, version: Version = "2.0") -> dict[str, Any]:
