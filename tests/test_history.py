@@ -607,3 +607,46 @@ def test_validation_never_modifies_its_input() -> None:
     before = copy.deepcopy(data)
     History.from_dict(data).append(Message(role="user", content="more"))
     assert data == before
+
+
+def deep_list(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d, v: d["messages"][1].update(role=v),
+        lambda d, v: d["messages"][1].update(message_id=v),
+        lambda d, v: d["messages"][1].update(parent_id=v),
+        lambda d, v: d["messages"][1].update(children=v),
+        lambda d, v: d["messages"][1].update(provider_metadata={"deep": v}),
+        lambda d, v: d["messages"][2]["tool_calls"][0].update(tool_call_id=v),
+        lambda d, v: d["messages"][1]["attachments"][0].update(type=v),
+        lambda d, v: d.update(schema_version=v),
+        lambda d, v: d.update(current_node=v),
+        lambda d, v: d.update(title=v),
+        lambda d, v: d["mapping"]["a3"].update(id=v),
+        lambda d, v: d["mapping"].update({("t", 1): v}),
+    ],
+)
+@pytest.mark.parametrize(
+    ("make", "may_be_valid"),
+    [(lambda: deep_list(100_000), False), (lambda: 10**5000, False), (lambda: "x" * 10**6, True)],
+    ids=["deep", "huge-int", "long-text"],
+)
+def test_hostile_python_values_anywhere_give_short_validation_errors(
+    change: Any, make: Any, may_be_valid: bool
+) -> None:
+    data = fixture("2.0")
+    change(data, make())
+    try:  # a long text may be valid where text is expected; all else must be refused
+        History.from_dict(data)
+        report = ""
+    except HistoryValidationError as exc:
+        report = str(exc)
+    assert len(report) < 5000
+    assert report or may_be_valid

@@ -12,6 +12,7 @@ from glassagent._history.model import HistoryLimits
 
 _INT_BOUND = 2**64
 _SHOWN_IDS = 5
+_SHOWN_CHARS = 60
 
 
 @dataclass
@@ -52,15 +53,26 @@ def kind(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def show(value: object) -> str:
+    """A short rendering of an untrusted value for a problem message; never fails."""
+    if isinstance(value, str):
+        return repr(value[:_SHOWN_CHARS]) + ("..." if len(value) > _SHOWN_CHARS else "")
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if -_INT_BOUND < value < _INT_BOUND else "a very large number"
+    return f"an {kind(value)}" if kind(value)[0] in "aeiou" else f"a {kind(value)}"
+
+
 def key_loc(base: str, key: object) -> str:
     if isinstance(key, str) and key.isidentifier():
         return f"{base}.{key}" if base else key
-    return f"{base}[{key!r}]"
+    return f"{base}[{show(key)}]"
 
 
 def show_ids(ids: Iterable[str]) -> str:
     shown = list(ids)
-    text = ", ".join(repr(i) for i in shown[:_SHOWN_IDS])
+    text = ", ".join(show(i) for i in shown[:_SHOWN_IDS])
     return text + (f" and {len(shown) - _SHOWN_IDS} more" if len(shown) > _SHOWN_IDS else "")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from glassagent._history.checks import Entry, Problems, key_loc, kind, measure, show_ids
+from glassagent._history.checks import Entry, Problems, key_loc, kind, measure, show, show_ids
 from glassagent._history.model import HistoryLimits, Version
 
 
@@ -25,7 +25,7 @@ def check_tree(
             if e.parent_ok:
                 roots.append(e.id)
         elif e.parent not in by_id:
-            problems.add(key_loc(e.loc, "parent_id"), f"parent {e.parent!r} does not exist")
+            problems.add(key_loc(e.loc, "parent_id"), f"parent {show(e.parent)} does not exist")
         else:
             actual.setdefault(e.parent, []).append(e.id)
     for e in entries:
@@ -52,9 +52,9 @@ def _check_children(
         problems.add(loc, "lists a child more than once")
     for child in e.children:
         if child not in by_id:
-            problems.add(loc, f"child {child!r} does not exist")
+            problems.add(loc, f"child {show(child)} does not exist")
         elif by_id[child].parent != e.id:
-            problems.add(loc, f"child {child!r} has parent_id {by_id[child].parent!r}")
+            problems.add(loc, f"child {show(child)} has parent_id {show(by_id[child].parent)}")
     missing = [c for c in actual if c not in declared]
     if missing:
         problems.add(loc, f"does not list {show_ids(missing)}, whose parent_id names this message")
@@ -118,7 +118,7 @@ def _check_tool_results(order: list[str], by_id: dict[str, Entry], problems: Pro
         ):
             problems.add(
                 key_loc(e.loc, "tool_call_id"),
-                f"no matching tool call {e.answers!r} in the assistant message it follows",
+                f"no matching tool call {show(e.answers)} in the assistant message it follows",
             )
 
 
@@ -142,7 +142,9 @@ def check_mapping(
             problems.add(loc, f"must be an object, not {kind(node)}")
             continue
         if node.get("id") != key:
-            problems.add(key_loc(loc, "id"), f"{node.get('id')!r} differs from its key {key!r}")
+            problems.add(
+                key_loc(loc, "id"), f"{show(node.get('id'))} differs from its key {show(key)}"
+            )
         if node.get("parent") != entry.parent:
             problems.add(key_loc(loc, "parent"), "disagrees with the message's parent_id")
         if entry.children is not None and node.get("children") != entry.children:
@@ -153,7 +155,7 @@ def check_mapping(
             extras[key] = extra
     for e in entries:
         if e.id not in mapping:
-            problems.add("mapping", f"has no entry for message {e.id!r}")
+            problems.add("mapping", f"has no entry for message {show(e.id)}")
     return extras
 
 
@@ -176,10 +178,10 @@ def check_pointers(
         elif not isinstance(value, str):
             problems.add(name, f"must be a string or null, not {kind(value)}")
         elif value not in children:
-            problems.add(name, f"message {value!r} does not exist")
+            problems.add(name, f"message {show(value)} does not exist")
     root = data.get("root_id")
     if version == "1" and isinstance(root, str) and root in children:
         root_entry = next(e for e in entries if e.id == root)
         if root_entry.parent is not None:
-            problems.add("root_id", f"message {root!r} has a parent, so it is not the root")
+            problems.add("root_id", f"message {show(root)} has a parent, so it is not the root")
     return current if isinstance(current, str) else None

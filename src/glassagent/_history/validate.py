@@ -11,7 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from glassagent._history.checks import Entry, Problems, key_loc, kind, measure, measure_fields
+from glassagent._history.checks import (
+    Entry,
+    Problems,
+    key_loc,
+    kind,
+    measure,
+    measure_fields,
+    show,
+)
 from glassagent._history.model import (
     HistoryAttachment,
     HistoryLimits,
@@ -96,7 +104,7 @@ def detect_version(data: dict[str, Any], problems: Problems) -> Version | None:
         version = data["schema_version"]
         if version == "2.0":
             return "2.0"
-        problems.add("schema_version", f"unknown schema version {version!r}; expected '2.0'")
+        problems.add("schema_version", f"unknown schema version {show(version)}; expected '2.0'")
         return None
     if isinstance(data.get("messages"), dict):
         return "1"
@@ -163,14 +171,14 @@ def _top_level(
         if value is not None and not isinstance(value, str):
             problems.add(name, f"must be a string or null, not {kind(value)}")
         elif name.endswith("_at") and value is not None and not _TIMESTAMP.fullmatch(value):
-            problems.add(name, f"{value!r} is not an ISO 8601 timestamp")
-        meta[name] = list(value) if isinstance(value, list) else value
+            problems.add(name, f"{show(value)} is not an ISO 8601 timestamp")
+        meta[name] = value
     for name in ("active_tools", "active_supporters"):
         value = data.get(name, [])
         if not isinstance(value, list):
             problems.add(name, f"must be an array, not {kind(value)}")
             value = []
-        meta[name] = list(value) if isinstance(value, list) else value
+        meta[name] = list(value)  # a copy: the history may change it
     other: Version = "2.0" if version == "1" else "1"
     extra: dict[str, Any] = {}
     total = 0
@@ -216,9 +224,11 @@ def _messages(
         if entry is None:
             continue
         if isinstance(raw, dict) and key != entry.id:
-            problems.add(key_loc(loc, names.id), f"{entry.id!r} differs from its key {key!r}")
+            problems.add(
+                key_loc(loc, names.id), f"{show(entry.id)} differs from its key {show(key)}"
+            )
         if entry.id in seen:
-            problems.add(key_loc(loc, names.id), f"duplicate message id {entry.id!r}")
+            problems.add(key_loc(loc, names.id), f"duplicate message id {show(entry.id)}")
             continue
         seen.add(entry.id)
         entries.append(entry)
@@ -240,7 +250,9 @@ def _entry(item: dict[str, Any], loc: str, names: _Names, problems: Problems) ->
     message_id = item.get(names.id)
     if not isinstance(message_id, str) or not message_id:
         if names.id in item:
-            problems.add(key_loc(loc, names.id), f"must be a non-empty string, not {message_id!r}")
+            problems.add(
+                key_loc(loc, names.id), f"must be a non-empty string, not {show(message_id)}"
+            )
         return None
     parent = item.get("parent_id")
     parent_ok = parent is None or isinstance(parent, str)
@@ -254,7 +266,7 @@ def _entry(item: dict[str, Any], loc: str, names: _Names, problems: Problems) ->
     role = item.get("role")
     if not isinstance(role, str) or role not in ROLES:
         if "role" in item:
-            problems.add(key_loc(loc, "role"), f"invalid role {role!r}; expected {_ROLE_NAMES}")
+            problems.add(key_loc(loc, "role"), f"invalid role {show(role)}; expected {_ROLE_NAMES}")
         role = None
     calls = item.get("tool_calls")
     call_ids = frozenset(
@@ -298,12 +310,14 @@ def _message(
     created_at = item.get(names.time)
     if not isinstance(created_at, str) or not _TIMESTAMP.fullmatch(created_at):
         if names.time in item:
-            problems.add(key_loc(loc, names.time), f"{created_at!r} is not an ISO 8601 timestamp")
+            problems.add(
+                key_loc(loc, names.time), f"{show(created_at)} is not an ISO 8601 timestamp"
+            )
         created_at = None
     status = item.get("status", "completed")
     if not isinstance(status, str) or status not in _STATUSES:
         expected = "expected 'completed' or 'aborted'"
-        problems.add(key_loc(loc, "status"), f"invalid status {status!r}; {expected}")
+        problems.add(key_loc(loc, "status"), f"invalid status {show(status)}; {expected}")
     answers = _optional(item, "tool_call_id", str, loc, problems)
     name = _optional(item, "name", str, loc, problems)
     thinking = _optional(item, "thinking", str, loc, problems)
@@ -359,7 +373,7 @@ def _attachment(item: dict[str, Any], loc: str, problems: Problems) -> HistoryAt
     url = item.get("url")
     ok = True
     if not isinstance(kind_, str) or kind_ not in _ATTACHMENT_TYPES:
-        problems.add(key_loc(loc, "type"), f"invalid attachment type {kind_!r}")
+        problems.add(key_loc(loc, "type"), f"invalid attachment type {show(kind_)}")
         ok = False
     if not isinstance(url, str):
         problems.add(key_loc(loc, "url"), f"must be a string, not {kind(url)}")
@@ -383,7 +397,9 @@ def _tool_call(item: dict[str, Any], loc: str, problems: Problems) -> HistoryToo
     arguments = item.get("arguments", {})
     ok = True
     if not isinstance(call_id, str) or not call_id:
-        problems.add(key_loc(loc, "tool_call_id"), f"must be a non-empty string, not {call_id!r}")
+        problems.add(
+            key_loc(loc, "tool_call_id"), f"must be a non-empty string, not {show(call_id)}"
+        )
         ok = False
     if not isinstance(function, str):
         problems.add(key_loc(loc, "function_name"), f"must be a string, not {kind(function)}")
