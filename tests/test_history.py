@@ -566,8 +566,8 @@ def test_an_oversized_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
         History.from_json(b" " * 2000, limits=HistoryLimits(max_total_bytes=1000))
 
 
-def test_a_100k_message_chain_loads_validates_and_threads_without_recursion() -> None:
-    count = 100_000
+def chain(count: int) -> dict[str, Any]:
+    """A version 2.0 document holding one chain of `count` messages."""
     messages = [
         {
             "message_id": f"m{i}",
@@ -579,27 +579,45 @@ def test_a_100k_message_chain_loads_validates_and_threads_without_recursion() ->
         }
         for i in range(count)
     ]
-    data = {
+    mapping = {
+        m["message_id"]: {
+            "id": m["message_id"],
+            "parent": m["parent_id"],
+            "children": m["children"],
+        }
+        for m in messages
+    }
+    return {
         "conversation_id": "long",
         "schema_version": "2.0",
         "messages": messages,
-        "mapping": {
-            m["message_id"]: {
-                "id": m["message_id"],
-                "parent": m["parent_id"],
-                "children": m["children"],
-            }
-            for m in messages
-        },
+        "mapping": mapping,
         "current_node": f"m{count - 1}",
     }
-    history = History.from_dict(data)
+
+
+def test_a_100k_message_chain_loads_validates_and_threads_without_recursion() -> None:
+    count = 100_000
+    history = History.from_dict(chain(count))
     thread = history.thread()
     assert len(thread) == count
     assert (thread[0].id, thread[-1].id) == ("m0", f"m{count - 1}")
-    messages[0]["parent_id"] = f"m{count - 1}"  # one long cycle
+    middle = f"m{count // 2}"
+    assert len(history.thread(middle)) == count // 2 + 1
+    assert history.to_messages()[-1].content == f"message {count - 1}"
+
+
+def test_a_long_cycle_is_found_without_recursion() -> None:
+    count = 20_000  # far beyond any recursion limit
+    data = chain(count)
+    data["messages"][0]["parent_id"] = f"m{count - 1}"
     data["mapping"]["m0"]["parent"] = f"m{count - 1}"
-    assert any("cycle" in str(p) for p in problems_of(data))
+    data["messages"][-1]["children"] = ["m0"]
+    data["mapping"][f"m{count - 1}"]["children"] = ["m0"]
+    found = [str(p) for p in problems_of(data)]
+    assert found[0] == "messages: no root message (parent_id null): the parent links form a cycle"
+    assert found[1].startswith("messages[0]: parent links form a cycle: 'm0', ")
+    assert found[1].endswith("and 19995 more")
 
 
 def test_validation_never_modifies_its_input() -> None:
