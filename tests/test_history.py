@@ -271,6 +271,8 @@ def test_append_refuses_unknown_parents_duplicates_and_unanswerable_tool_results
         history.append(Message(role="assistant"), parent="nope")
     with pytest.raises(UserError, match="already has"):
         history.append(create_standard_message("user", "again", message_id=user))
+    with pytest.raises(UserError, match="not an ISO 8601 timestamp"):
+        history.append(create_standard_message("user", "late", timestamp="yesterday"))
     with pytest.raises(UserError, match="must follow the assistant"):
         history.append(Message(role="tool", content="1", tool_call_id="c1"))
     history.append(Message(role="assistant", tool_calls=(ToolCall("c1", "f", {}),)))

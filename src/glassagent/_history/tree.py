@@ -21,7 +21,7 @@ from glassagent._history.model import (
     new_id,
     now_timestamp,
 )
-from glassagent._history.validate import parse
+from glassagent._history.validate import is_timestamp, parse
 
 
 class History:
@@ -207,6 +207,8 @@ class History:
         if isinstance(message, HistoryMessage):
             if not message.id or message.id in self._messages:
                 raise UserError(f"The history already has a message with id {message.id!r}.")
+            if not is_timestamp(message.created_at):
+                raise UserError(f"{message.created_at!r} is not an ISO 8601 timestamp.")
             stored = replace(message, parent_id=parent_id)
         elif isinstance(message, Message):
             stored = HistoryMessage.from_message(message, parent_id=parent_id)

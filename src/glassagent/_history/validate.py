@@ -56,6 +56,11 @@ TOP_FIELDS: dict[Version, frozenset[str]] = {
 }
 
 
+def is_timestamp(value: str) -> bool:
+    """Whether `value` is an ISO 8601 date and time with a zone (``Z`` or an offset)."""
+    return _TIMESTAMP.fullmatch(value) is not None
+
+
 @dataclass(frozen=True)
 class _Names:
     version: Version
