@@ -65,6 +65,9 @@ def show(value: object) -> str:
 
 
 def key_loc(base: str, key: object) -> str:
+    """The location of `key` inside `base`: ``base.name``, ``base[3]`` or ``base['a b']``."""
+    if type(key) is int and -_INT_BOUND < key < _INT_BOUND:
+        return f"{base}[{key}]"
     if isinstance(key, str) and key.isidentifier():
         return f"{base}.{key}" if base else key
     return f"{base}[{show(key)}]"

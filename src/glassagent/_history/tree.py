@@ -132,9 +132,10 @@ class History:
         walked: list[HistoryMessage] = []
         level = self._depth[node_id]  # falls by one with each step up; -1 above the root
         step: str | None = node_id
-        while level >= len(cached):  # below the remembered thread: the plain walk
+        add, known = walked.append, len(cached)
+        while level >= known:  # below the remembered thread: the plain walk
             message = messages[step]  # type: ignore[index]  # None only when level is -1
-            walked.append(message)
+            add(message)
             step = message.parent_id
             level -= 1
         while level >= 0 and cached[level].id != step:  # beside it: walk up to where they meet
