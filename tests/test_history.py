@@ -670,3 +670,14 @@ def test_hostile_python_values_anywhere_give_short_validation_errors(
         report = str(exc)
     assert len(report) < 5000
     assert report or may_be_valid
+
+
+@pytest.mark.parametrize(
+    "key", [10**5000, ("a", 1), 3, "a b"], ids=["huge-int", "tuple", "int", "spaced"]
+)
+def test_message_keys_of_any_type_are_reported_not_crashed_on(key: Any) -> None:
+    data = fixture("1")
+    data["messages"][key] = data["messages"].pop("a3")
+    found = problems_of(data)
+    assert any("differs from its key" in p.message for p in found)
+    assert all(p.location for p in found)
