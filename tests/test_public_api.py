@@ -6,7 +6,7 @@ import pytest
 
 import glassagent
 
-PUBLIC_MODULES = ["llm", "tools", "events", "agent", "errors", "testing"]
+PUBLIC_MODULES = ["llm", "tools", "events", "agent", "errors", "testing", "history"]
 
 
 def test_top_level_all_is_sorted_and_resolves() -> None:

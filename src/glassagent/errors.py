@@ -11,6 +11,8 @@ GlassAgentError
 │   ├── ResponseParseError        malformed body or truncated stream
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
+├── HistoryValidationError        an invalid history document (.problems; also a ValueError)
+├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
     └── RunAborted                run.abort() or cancellation (.reason)
@@ -24,6 +26,8 @@ from glassagent._core.errors import (
     ConfigurationError,
     ContentBlockedError,
     GlassAgentError,
+    HistoryConflictError,
+    HistoryValidationError,
     MaxIterationsExceeded,
     ProviderError,
     ProviderUnavailableError,
@@ -40,6 +44,8 @@ __all__ = [
     "ConfigurationError",
     "ContentBlockedError",
     "GlassAgentError",
+    "HistoryConflictError",
+    "HistoryValidationError",
     "MaxIterationsExceeded",
     "ProviderError",
     "ProviderUnavailableError",

@@ -6,7 +6,7 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
@@ -15,6 +15,9 @@ from glassagent._core.messages import Attachment, Message, ModelSettings
 from glassagent._core.result import RunResult
 from glassagent._tools.context import DepsT
 from glassagent._tools.tool import Tool, as_tool
+
+if TYPE_CHECKING:
+    from glassagent._history.tree import History
 
 AttachmentLike = Attachment | str | os.PathLike[str]
 """An `Attachment`, or a file path to attach."""
@@ -107,6 +110,8 @@ class Agent(Generic[DepsT]):
         prompt: str,
         *,
         messages: Sequence[Message] | None = None,
+        history: History | None = None,
+        append_to_history: bool = False,
         attachments: Iterable[AttachmentLike] = (),
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
@@ -118,11 +123,26 @@ class Agent(Generic[DepsT]):
         Args:
             prompt: The user's message.
             messages: The conversation so far (e.g. ``previous.all_messages``).
+            history: A conversation tree; the thread at its current node is the context.
+            append_to_history: Append the turn to `history` when the run ends: every message
+                of a finished run (``current_node`` moves to the answer), what an aborted run
+                kept (its partial answer marked ``aborted``), nothing when the run fails.
             attachments: Files sent with the prompt (paths or `Attachment`s).
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings that override the agent's for this run.
+
+        Raises:
+            UserError: When both `messages` and `history` are given, or `append_to_history`
+                without a `history`.
         """
-        conversation = list(messages or ())
+        if history is not None and messages is not None:
+            raise UserError("Pass the conversation as `messages` or as `history`, not both.")
+        if append_to_history and history is None:
+            raise UserError("`append_to_history=True` needs a `history` to append to.")
+        conversation = history.to_messages() if history is not None else list(messages or ())
+        on_end = None
+        if history is not None and append_to_history:
+            on_end = _appender(history, history.current_node)
         conversation.append(
             Message(
                 role="user",
@@ -140,6 +160,7 @@ class Agent(Generic[DepsT]):
             tool_timeout=self.tool_timeout,
             conversation=conversation,
             deps=deps,
+            on_end=on_end,
         )
 
     def run_sync(
@@ -147,6 +168,8 @@ class Agent(Generic[DepsT]):
         prompt: str,
         *,
         messages: Sequence[Message] | None = None,
+        history: History | None = None,
+        append_to_history: bool = False,
         attachments: Iterable[AttachmentLike] = (),
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
@@ -160,6 +183,8 @@ class Agent(Generic[DepsT]):
         Args:
             prompt: The user's message.
             messages: The conversation so far.
+            history: A conversation tree whose current thread is the context.
+            append_to_history: Append the turn to `history` (see `run`).
             attachments: Files sent with the prompt.
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings for this run.
@@ -168,12 +193,31 @@ class Agent(Generic[DepsT]):
             GlassAgentError: When the run fails or is aborted (with ``.result`` set).
         """
         run = self.run(
-            prompt, messages=messages, attachments=attachments, deps=deps, settings=settings
+            prompt,
+            messages=messages,
+            history=history,
+            append_to_history=append_to_history,
+            attachments=attachments,
+            deps=deps,
+            settings=settings,
         )
         return run_coroutine_sync(_await(run))
 
     def __repr__(self) -> str:
         return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
+
+
+def _appender(history: History, parent: str | None) -> Callable[[RunResult], None]:
+    """What a run does with `history` when it ends: append the turn below `parent`."""
+
+    def append(result: RunResult) -> None:
+        if result.stop_reason not in ("end_turn", "aborted"):
+            return  # a failed run leaves the history exactly as it was
+        node = parent
+        for message in result.new_messages:
+            node = history.append(message, parent=node)
+
+    return append
 
 
 async def _await(run: AgentRun) -> RunResult:

@@ -93,6 +93,7 @@ class AgentRun:
         tool_timeout: float | None,
         conversation: list[Message],
         deps: Any,
+        on_end: Callable[[RunResult], None] | None = None,
     ) -> None:
         self.run_id: str = uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
@@ -106,6 +107,7 @@ class AgentRun:
         self._conversation = conversation
         self._prior = len(conversation) - 1  # everything before the new user message
         self._deps = deps
+        self._on_end = on_end
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
         self._producer: asyncio.Task[None] | None = None
@@ -220,6 +222,8 @@ class AgentRun:
         except Exception as exc:
             self._end_failed(exc)
         finally:
+            if self._on_end is not None and self._result is not None:
+                self._on_end(self._result)
             if self._queue is not None:
                 self._queue.put_nowait(_END)
 

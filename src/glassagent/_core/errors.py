@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -138,3 +139,59 @@ class RunAborted(RunError):
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class HistoryProblem:
+    """One thing wrong with a history document, and where."""
+
+    location: str
+    """Where in the document, e.g. ``messages[3].parent_id`` or ``messages["a1"].role``."""
+    message: str
+    """What is wrong there."""
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+_SHOWN_PROBLEMS = 20
+
+
+class HistoryValidationError(GlassAgentError, ValueError):
+    """A history document is invalid; `problems` lists everything found, with locations.
+
+    Attributes:
+        problems: Every problem found, in document order.
+    """
+
+    def __init__(self, problems: tuple[HistoryProblem, ...] | list[HistoryProblem]) -> None:
+        problems = tuple(problems)
+        lines = [f"  - {p}" for p in problems[:_SHOWN_PROBLEMS]]
+        if len(problems) > _SHOWN_PROBLEMS:
+            lines.append(f"  ... and {len(problems) - _SHOWN_PROBLEMS} more (see .problems)")
+        count = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
+        super().__init__(f"Invalid history ({count}):\n" + "\n".join(lines))
+        self.problems = problems
+
+
+class HistoryConflictError(GlassAgentError):
+    """A stored chat changed since it was loaded; saving would silently lose the other write.
+
+    Attributes:
+        chat_id: The chat that changed.
+        expected_revision: The revision the history was loaded from (`None`: a new chat).
+        actual_revision: The revision found in the store (`None`: the chat was deleted).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        chat_id: str,
+        expected_revision: str | None,
+        actual_revision: str | None,
+    ) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
+        self.expected_revision = expected_revision
+        self.actual_revision = actual_revision

@@ -1,0 +1,1 @@
+"""Implementation of `glassagent.history`: the conversation tree, its formats and storage."""

@@ -1,0 +1,281 @@
+"""The in-memory shapes of a stored conversation: messages, tool calls, attachments, limits.
+
+A `HistoryMessage` is what a history keeps: the neutral `Message` plus its id, its parent,
+its timestamp and any fields this library does not know (kept so they survive a round trip).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from glassagent._core.errors import UserError
+from glassagent._core.messages import Attachment, Message, MessageStatus, Role, ToolCall
+
+Version = Literal["1", "2.0"]
+"""A document format version this library reads and writes."""
+
+AttachmentType = Literal["image", "video", "audio", "file"]
+"""The kind of an attachment, derived from its mime type."""
+
+
+def new_id() -> str:
+    """A fresh random id (a UUID4 string), for messages and conversations."""
+    return str(uuid.uuid4())
+
+
+def now_timestamp() -> str:
+    """The current UTC time as ISO 8601 with milliseconds and ``Z``."""
+    stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryLimits:
+    """Bounds a loaded history must respect; input beyond them is rejected, never truncated.
+
+    The defaults admit very long real chats (a 100,000-message chain) while refusing input that
+    would exhaust memory or time.
+    """
+
+    max_messages: int = 200_000
+    """Most messages in one history."""
+    max_depth: int = 200_000
+    """Longest path from the root to a message, in messages."""
+    max_message_bytes: int = 16 * 1024 * 1024
+    """Most UTF-8 bytes of text (content, attachment URLs, metadata) in one message."""
+    max_total_bytes: int = 256 * 1024 * 1024
+    """Most bytes of one document (the file size when loading from disk)."""
+    max_nesting: int = 64
+    """Deepest nesting of JSON objects and arrays inside one message or top-level field."""
+
+
+DEFAULT_LIMITS = HistoryLimits()
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryAttachment:
+    """A file attached to a stored message, by URL: a ``data:`` URL, a file path or a link."""
+
+    type: AttachmentType
+    """``image``, ``video``, ``audio`` or ``file``."""
+    url: str
+    """Where the file is: a ``data:`` URL with its bytes, a local path, or another URL."""
+    mime_type: str | None = None
+    """The file's media type, e.g. ``image/png``."""
+    name: str | None = None
+    """A display name."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Fields this library does not know, kept for the round trip."""
+
+    @classmethod
+    def from_attachment(cls, attachment: Attachment) -> HistoryAttachment:
+        """Store a neutral `Attachment`: a path stays a path, bytes become a ``data:`` URL.
+
+        Args:
+            attachment: The attachment sent with a message.
+        """
+        mime = attachment.mime_type or "application/octet-stream"
+        if attachment.path is not None:
+            url = attachment.path
+        else:
+            assert attachment.data is not None
+            url = f"data:{mime};base64,{base64.b64encode(attachment.data).decode('ascii')}"
+        return cls(type=attachment_type(mime), url=url, mime_type=mime, name=attachment.name)
+
+    def to_attachment(self) -> Attachment:
+        """The neutral `Attachment` for a model request.
+
+        Raises:
+            UserError: For a remote URL (``http:`` and other schemes are not fetched) or a
+                malformed ``data:`` URL.
+        """
+        if self.url.startswith("data:"):
+            mime, data = _parse_data_url(self.url)
+            return Attachment(data=data, mime_type=self.mime_type or mime, name=self.name)
+        parts = urlsplit(self.url)
+        if parts.scheme == "file":
+            path = unquote(parts.path)
+        elif len(parts.scheme) <= 1:  # no scheme, or a Windows drive letter
+            path = self.url
+        else:
+            raise UserError(
+                f"Attachment {self.name or self.url!r} is a {parts.scheme}: URL; glassagent "
+                "sends only local files and data: URLs to a model. Download it first."
+            )
+        return Attachment(path=path, mime_type=self.mime_type, name=self.name)
+
+
+def attachment_type(mime_type: str) -> AttachmentType:
+    """The attachment kind for a mime type: ``image/*``, ``video/*``, ``audio/*``, else ``file``.
+
+    Args:
+        mime_type: A media type such as ``image/png``.
+    """
+    major = mime_type.partition("/")[0].lower()
+    if major in ("image", "video", "audio"):
+        return major  # type: ignore[return-value]
+    return "file"
+
+
+def _parse_data_url(url: str) -> tuple[str, bytes]:
+    header, comma, payload = url[5:].partition(",")
+    if not comma:
+        raise UserError("A data: URL attachment has no ',' before its data.")
+    mime, _, encoding = header.partition(";")
+    try:
+        if encoding == "base64":
+            return mime or "application/octet-stream", base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise UserError(f"A data: URL attachment is not valid base64: {exc}") from None
+    return mime or "text/plain", unquote(payload).encode("utf-8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryToolCall:
+    """A tool call stored with an assistant message."""
+
+    tool_call_id: str
+    """The call's id; the tool result's ``tool_call_id`` refers to it."""
+    function_name: str
+    """The tool the model called."""
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    """The arguments: a JSON object, or a string holding one (kept as it was read)."""
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Opaque provider data (e.g. Gemini's thought signature), kept for the round trip."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Fields this library does not know, kept for the round trip."""
+
+    @classmethod
+    def from_tool_call(cls, call: ToolCall) -> HistoryToolCall:
+        """Store a neutral `ToolCall`.
+
+        Args:
+            call: The call the model made.
+        """
+        return cls(
+            tool_call_id=call.id,
+            function_name=call.name,
+            arguments=dict(call.input),
+            provider_metadata=dict(call.provider_metadata),
+        )
+
+    def to_tool_call(self) -> ToolCall:
+        """The neutral `ToolCall`; string arguments are parsed as JSON.
+
+        Raises:
+            UserError: When string arguments are not a JSON object.
+        """
+        arguments: Mapping[str, Any] | None
+        if isinstance(self.arguments, str):
+            arguments = parse_arguments(self.arguments)
+            if arguments is None:
+                raise UserError(f"Tool call {self.tool_call_id!r} has arguments that are not JSON.")
+        else:
+            arguments = self.arguments
+        return ToolCall(
+            self.tool_call_id, self.function_name, dict(arguments), dict(self.provider_metadata)
+        )
+
+
+def parse_arguments(text: str) -> dict[str, Any] | None:
+    """The JSON object in `text`, or `None` when it holds something else."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryMessage:
+    """One message of a stored conversation tree."""
+
+    id: str
+    """Unique id of the message within its history."""
+    role: Role
+    """``system``, ``user``, ``assistant`` or ``tool``."""
+    content: str = ""
+    """The text (for a tool message: the tool's output)."""
+    parent_id: str | None = None
+    """The message this one answers or follows; `None` for the root."""
+    created_at: str = field(default_factory=now_timestamp)
+    """When it was written: ISO 8601 with milliseconds and ``Z``, kept as read."""
+    status: MessageStatus = "completed"
+    """``aborted`` when the message was cut short by an abort."""
+    attachments: tuple[HistoryAttachment, ...] = ()
+    """Files sent with the message."""
+    tool_calls: tuple[HistoryToolCall, ...] = ()
+    """Tool calls of an assistant message."""
+    tool_call_id: str | None = None
+    """For a tool message: the id of the call it answers."""
+    name: str | None = None
+    """For a tool message: the tool that produced it."""
+    is_error: bool = False
+    """For a tool message: whether the output is an error report."""
+    thinking: str | None = None
+    """The model's visible reasoning that came with an assistant message."""
+    provider_metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Opaque provider data, kept for the round trip."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Fields this library does not know, kept for the round trip."""
+
+    @classmethod
+    def from_message(
+        cls,
+        message: Message,
+        *,
+        id: str | None = None,
+        parent_id: str | None = None,
+        created_at: str | None = None,
+    ) -> HistoryMessage:
+        """Store a neutral `Message`.
+
+        Args:
+            message: The message.
+            id: Its id; a fresh UUID when not given.
+            parent_id: Its parent's id.
+            created_at: Its timestamp; now when not given.
+        """
+        return cls(
+            id=id or new_id(),
+            role=message.role,
+            content=message.content,
+            parent_id=parent_id,
+            created_at=created_at or now_timestamp(),
+            status=message.status,
+            attachments=tuple(HistoryAttachment.from_attachment(a) for a in message.attachments),
+            tool_calls=tuple(HistoryToolCall.from_tool_call(c) for c in message.tool_calls),
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            is_error=message.is_error,
+            thinking=message.thinking,
+            provider_metadata=dict(message.provider_metadata),
+        )
+
+    def to_message(self) -> Message:
+        """The neutral `Message` a model client receives.
+
+        Raises:
+            UserError: When an attachment or tool call cannot be sent (see
+                `HistoryAttachment.to_attachment`).
+        """
+        return Message(
+            role=self.role,
+            content=self.content,
+            tool_calls=tuple(c.to_tool_call() for c in self.tool_calls),
+            tool_call_id=self.tool_call_id,
+            name=self.name,
+            is_error=self.is_error,
+            attachments=tuple(a.to_attachment() for a in self.attachments),
+            thinking=self.thinking,
+            status=self.status,
+            provider_metadata=dict(self.provider_metadata),
+        )

@@ -1,0 +1,193 @@
+"""`HistoryStore`: chats as JSON files in one directory, saved atomically, with conflict checks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from glassagent._core.errors import HistoryConflictError, UserError
+from glassagent._history.files import read_bounded, revision_of, write_atomic
+from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, Version
+from glassagent._history.tree import History
+
+MAX_CHAT_ID_LENGTH = 128
+"""The longest chat id a `HistoryStore` accepts."""
+
+_CHAT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SUFFIX = ".json"
+_LOCK_NAME = ".glassagent-store.lock"
+
+
+def check_chat_id(chat_id: object) -> str:
+    """Return `chat_id` if it can only name a file inside the store's directory.
+
+    A chat id is 1 to 128 characters of letters, digits, ``.``, ``_`` and ``-``, starts with
+    a letter or digit and never contains ``..``; so no separator, no NUL and no parent
+    reference can reach outside the directory.
+
+    Raises:
+        UserError: For any other id.
+    """
+    if (
+        not isinstance(chat_id, str)
+        or len(chat_id) > MAX_CHAT_ID_LENGTH
+        or not _CHAT_ID.fullmatch(chat_id)
+        or ".." in chat_id
+    ):
+        raise UserError(
+            f"Invalid chat id {chat_id!r}: use 1-{MAX_CHAT_ID_LENGTH} letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit, without '..'."
+        )
+    return chat_id
+
+
+class HistoryStore:
+    """Chats kept as ``<chat_id>.json`` files (version 2.0) in one directory.
+
+    Saves are atomic (temporary file, fsync, rename), so a crash never leaves a half-written
+    chat. Saves are also checked: a history remembers the revision it was loaded from, and
+    saving it over a chat that another writer changed since raises `HistoryConflictError`
+    instead of silently dropping that writer's turn. Reload, re-apply, and save again.
+
+    Example:
+        ```python
+        store = HistoryStore("chats")
+        history = store.load("team-standup") if "team-standup" in store else History()
+        await agent.run("Summarise", history=history, append_to_history=True)
+        store.save("team-standup", history)
+        ```
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, limits: HistoryLimits | None = None
+    ) -> None:
+        """Open (and create if needed) a store directory.
+
+        Args:
+            directory: Where the chat files live.
+            limits: Bounds applied when loading; `HistoryLimits()` when not given.
+        """
+        self.directory = Path(directory)
+        """The directory holding the chat files."""
+        self.limits = limits or DEFAULT_LIMITS
+        """Bounds applied when loading."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, chat_id: str) -> Path:
+        """The file that holds `chat_id`.
+
+        Args:
+            chat_id: A valid chat id.
+
+        Raises:
+            UserError: For an invalid chat id.
+        """
+        return self.directory / (check_chat_id(chat_id) + _SUFFIX)
+
+    def __contains__(self, chat_id: object) -> bool:
+        return self.path(check_chat_id(chat_id)).is_file()
+
+    def list(self) -> list[str]:
+        """The ids of every stored chat, sorted."""
+        ids = []
+        for entry in self.directory.iterdir():
+            name = entry.name
+            if name.endswith(_SUFFIX) and entry.is_file():
+                with contextlib.suppress(UserError):
+                    ids.append(check_chat_id(name[: -len(_SUFFIX)]))
+        return sorted(ids)
+
+    def load(self, chat_id: str) -> History:
+        """Load and validate a chat; the history remembers its revision for `save`.
+
+        Args:
+            chat_id: The chat to load.
+
+        Raises:
+            UserError: For an invalid chat id, or when there is no such chat.
+            HistoryValidationError: When the file is not a valid history.
+        """
+        path = self.path(chat_id)
+        try:
+            data = read_bounded(path, self.limits)
+        except FileNotFoundError:
+            raise UserError(f"There is no chat {chat_id!r} in {self.directory}.") from None
+        return History.from_json(data, limits=self.limits)
+
+    def save(self, chat_id: str, history: History, *, version: Version = "2.0") -> str:
+        """Save a chat atomically, refusing to overwrite changes made since it was loaded.
+
+        A history that was never stored (``revision`` `None`) may only create a new chat.
+
+        Args:
+            chat_id: The chat to write.
+            history: The conversation.
+            version: ``"2.0"`` (the default) or ``"1"``.
+
+        Returns:
+            The new revision (also set on ``history.revision``).
+
+        Raises:
+            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            UserError: For an invalid chat id.
+        """
+        path = self.path(chat_id)
+        data = history.to_json(version)
+        with self._locked():
+            current = self._revision(path)
+            if current != history.revision:
+                raise HistoryConflictError(
+                    f"Chat {chat_id!r} changed since this history was loaded (expected revision "
+                    f"{_short(history.revision)}, found {_short(current)}); reload it and "
+                    "apply the change again.",
+                    chat_id=chat_id,
+                    expected_revision=history.revision,
+                    actual_revision=current,
+                )
+            write_atomic(path, data)
+        history.revision = revision_of(data)
+        return history.revision
+
+    def delete(self, chat_id: str) -> None:
+        """Delete a chat; deleting a chat that does not exist does nothing.
+
+        Args:
+            chat_id: The chat to delete.
+
+        Raises:
+            UserError: For an invalid chat id.
+        """
+        path = self.path(chat_id)
+        with self._locked(), contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def _revision(self, path: Path) -> str | None:
+        try:
+            with path.open("rb") as f:
+                return revision_of(f.read())
+        except FileNotFoundError:
+            return None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise check-and-write across threads and processes (POSIX advisory lock)."""
+        fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if sys.platform != "win32":
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def __repr__(self) -> str:
+        return f"HistoryStore({str(self.directory)!r})"
+
+
+def _short(revision: str | None) -> str:
+    return "none (a new chat)" if revision is None else revision[:12]
