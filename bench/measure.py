@@ -24,6 +24,14 @@ Run = Callable[[], Awaitable[str]]
 Factory = Callable[[str, str], Run]
 
 
+def driver_options(base_url: str, args: Any) -> list[str]:
+    """The command-line options every driver script takes, from bench/run.py's arguments."""
+    return [
+        "--base-url", base_url, "--k", str(args.k), "--n", str(args.n),
+        "--concurrency", str(args.concurrency), "--rounds", str(args.rounds),
+    ]  # fmt: skip
+
+
 def counter(n: int) -> int:
     """Return n + 1.
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from measure import driver_options
+
 HERE = Path(__file__).resolve().parent
 VENVS = HERE / ".peers"
 # Telemetry and tracing off, and dummy keys: the peers talk to the fake server only.
@@ -148,22 +150,8 @@ def run_driver(name: str, python: Path, base_url: str, pin: list[str], args: Any
     Raises:
         Skipped: The peer's driver failed or timed out.
     """
-    command = [
-        *pin,
-        str(python),
-        str(HERE / "peers" / f"{name}_driver.py"),
-        name,
-        "--base-url",
-        base_url,
-        "--k",
-        str(args.k),
-        "--n",
-        str(args.n),
-        "--concurrency",
-        str(args.concurrency),
-        "--rounds",
-        str(args.rounds),
-    ]
+    command = [*pin, str(python), str(HERE / "peers" / f"{name}_driver.py"), name]
+    command += driver_options(base_url, args)
     try:
         out = subprocess.run(
             command, capture_output=True, text=True, timeout=args.timeout, env=env()

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import driver_options
+
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 TARGETS = {
@@ -121,22 +123,8 @@ def package_count(requirement: str) -> int:
 
 
 def run_driver(name: str, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    command = [
-        *pinned(1),
-        PYTHON,
-        str(HERE / "driver.py"),
-        name,
-        "--base-url",
-        base_url,
-        "--k",
-        str(args.k),
-        "--n",
-        str(args.n),
-        "--concurrency",
-        str(args.concurrency),
-        "--rounds",
-        str(args.rounds),
-    ]
+    command = [*pinned(1), PYTHON, str(HERE / "driver.py"), name]
+    command += driver_options(base_url, args)
     out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if out.returncode != 0:
         raise SystemExit(f"driver {name} failed:\n{out.stderr}")
