@@ -2,6 +2,9 @@
 
 Every backend translates between these types and its own wire format; provider types never
 leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat`.
+
+Shipped backends: `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, LM Studio),
+`OllamaClient` and `LlamaClient`; `create_llm_client` makes one by provider name.
 """
 
 from glassagent._core.client import BaseLLMClient
@@ -18,16 +21,23 @@ from glassagent._core.messages import (
     ThinkingDelta,
     ToolCall,
     ToolDefinition,
+    ToolProtocol,
     Usage,
 )
+from glassagent._providers.factory import create_llm_client
+from glassagent._providers.ollama import LlamaClient, OllamaClient
+from glassagent._providers.openai_compat import OpenAICompatibleClient
 
 __all__ = [
     "Attachment",
     "BaseLLMClient",
     "LLMResponse",
+    "LlamaClient",
     "Message",
     "MessageStatus",
     "ModelSettings",
+    "OllamaClient",
+    "OpenAICompatibleClient",
     "Role",
     "StopReason",
     "StreamPart",
@@ -35,5 +45,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCall",
     "ToolDefinition",
+    "ToolProtocol",
     "Usage",
+    "create_llm_client",
 ]

@@ -247,6 +247,7 @@ class AgentRun:
             tools=self._definitions,
             system=self._system,
             settings=self._settings,
+            tool_protocol=client.tool_protocol,
         )
         started = time.perf_counter()
         follow_up = iteration > 1
@@ -296,6 +297,7 @@ class AgentRun:
             thinking=response.thinking,
             usage=response.usage,
             latency_ms=(time.perf_counter() - started) * 1000,
+            protocol_error=response.protocol_error,
         )
         self._conversation.append(client.format_assistant_message(response))
         return response

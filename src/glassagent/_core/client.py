@@ -16,6 +16,7 @@ from glassagent._core.messages import (
     ThinkingDelta,
     ToolCall,
     ToolDefinition,
+    ToolProtocol,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class BaseLLMClient(ABC):
     """Name of the provider, shown in events and errors (e.g. ``"gemini"``)."""
     model: str = "unknown"
     """The model this client talks to."""
+    tool_protocol: ToolProtocol = "native"
+    """How this client offers tools to the model (shown in ``llm_request`` events)."""
 
     @abstractmethod
     async def chat(

@@ -17,6 +17,7 @@ from glassagent._core.messages import (
     StopReason,
     ToolCall,
     ToolDefinition,
+    ToolProtocol,
     Usage,
 )
 
@@ -238,6 +239,8 @@ class LLMRequestEvent(BaseEvent):
     """The system instructions."""
     settings: ModelSettings
     """The merged generation settings."""
+    tool_protocol: ToolProtocol = "native"
+    """How the client offers the tools: natively or through the JSON tool protocol."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +263,8 @@ class LLMResponseEvent(BaseEvent):
     """Tokens used by this call."""
     latency_ms: float
     """Time from the request to the complete answer, in milliseconds."""
+    protocol_error: str | None = None
+    """Set when the reply did not follow the client's tool protocol and the client fell back."""
 
 
 Event: TypeAlias = (

@@ -19,6 +19,15 @@ MessageStatus = Literal["completed", "aborted"]
 StopReason = Literal["tool_use", "end_turn", "max_tokens"]
 """Why the model stopped producing output."""
 
+ToolProtocol = Literal["native", "json", "auto"]
+"""How a client offers tools to the model: the provider's own tool calling (``native``), the
+JSON tool protocol in the system prompt (``json``), or ``auto`` until the client has decided."""
+
+ARGUMENTS_ERROR = "arguments_error"
+"""`ToolCall.provider_metadata` key set by a client when the model's arguments could not be
+parsed (e.g. invalid JSON); its value says why. The agent does not run such a call: it sends
+the message back to the model as an error result, so the model can correct itself."""
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -31,7 +40,8 @@ class ToolCall:
     input: dict[str, Any]
     """Arguments the model gave, as parsed JSON."""
     provider_metadata: Mapping[str, Any] = field(default_factory=dict)
-    """Opaque provider data that must round-trip (e.g. Gemini's thought signature)."""
+    """Opaque provider data that must round-trip (e.g. Gemini's thought signature). The key
+    `ARGUMENTS_ERROR` marks a call whose arguments could not be parsed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,6 +199,11 @@ class LLMResponse:
     """The provider's raw response (parsed JSON, or the list of streamed chunks), for inspection."""
     raw_request: Any = field(default=None, repr=False, compare=False)
     """The exact JSON body sent over the wire (never containing an API key), for inspection."""
+    protocol_error: str | None = None
+    """Set when the reply did not follow the tool protocol the client asked for and the client
+    fell back (e.g. a JSON-protocol reply that could not be parsed became the final text)."""
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+    """Durations the server reported, in milliseconds (e.g. ``{"eval_ms": 812.5}``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool_calls, tuple):
@@ -221,6 +236,7 @@ StreamPart = TextDelta | ThinkingDelta | LLMResponse
 """What `BaseLLMClient.stream` yields: deltas, then exactly one final `LLMResponse`."""
 
 __all__ = [
+    "ARGUMENTS_ERROR",
     "Attachment",
     "LLMResponse",
     "Message",
@@ -233,5 +249,6 @@ __all__ = [
     "ThinkingDelta",
     "ToolCall",
     "ToolDefinition",
+    "ToolProtocol",
     "Usage",
 ]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from glassagent._core.errors import ToolError
-from glassagent._core.messages import ToolCall
+from glassagent._core.messages import ARGUMENTS_ERROR, ToolCall
 from glassagent._core.result import ToolResult
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import InvalidArguments, Tool
@@ -59,6 +59,8 @@ async def execute_call(
     if tool is None:
         names = ", ".join(available) or "none"
         return done(f"Error: unknown tool {call.name!r}. Available tools: {names}.", True)
+    if problem := call.provider_metadata.get(ARGUMENTS_ERROR):
+        return done(f"Error: invalid arguments for tool {tool.name!r}: {problem}", True)
     try:
         args, kwargs = tool._signature.bind(call.input)
     except InvalidArguments as exc:

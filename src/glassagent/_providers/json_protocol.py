@@ -1,0 +1,267 @@
+"""The JSON tool protocol: tool calling for models without native function calling.
+
+The system prompt lists the tools and asks for exactly one JSON object per reply::
+
+    {"thought": "...", "tool_call": {"name": "...", "input": {...}}}   # call a tool
+    {"thought": "...", "response": "..."}                             # answer
+
+Tool results go back as a user message ``{"tool_result": {"name": ..., "result": ...}}``.
+`parse_reply` reads what models really write: code fences, prose around the object, a list
+of several calls, unquoted keys, single quotes, trailing commas. A reply it cannot read
+becomes the final text, and the reply says why (`ProtocolReply.error`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from glassagent._core.messages import (
+    ARGUMENTS_ERROR,
+    LLMResponse,
+    Message,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+)
+
+_INSTRUCTIONS = """\
+You can use tools. Reply with exactly one JSON object and nothing else: no prose, no code fence.
+To call a tool, reply:
+{"thought": "<your reasoning>", "tool_call": {"name": "<tool name>", "input": {<arguments>}}}
+To answer the user, reply:
+{"thought": "<your reasoning>", "response": "<your answer>"}
+After a tool call you receive {"tool_result": {"name": "<tool name>", "result": "<output>"}}.
+Use the result; call another tool or answer.
+
+Tools:"""
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
+_PY_LITERAL = re.compile(r"\b(True|False|None)\b")
+_MAX_STARTS = 20
+
+
+def system_prompt(system: str | None, tools: Sequence[ToolDefinition]) -> str:
+    """The system prompt of a JSON-protocol request: `system`, then the protocol and tools."""
+    lines = [_INSTRUCTIONS]
+    for tool in tools:
+        schema = json.dumps(tool.parameters, separators=(",", ":"))
+        lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
+        lines.append(f"  input JSON Schema: {schema}")
+    protocol = "\n".join(lines)
+    return f"{system}\n\n{protocol}" if system else protocol
+
+
+def _call_object(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "input": call.input}
+
+
+def encode_assistant(message: Message) -> str:
+    """An assistant turn as the JSON the protocol asked the model to write."""
+    head: dict[str, Any] = {"thought": message.thinking} if message.thinking else {}
+    if not message.tool_calls:
+        return json.dumps({**head, "response": message.content})
+    if len(message.tool_calls) == 1:
+        return json.dumps({**head, "tool_call": _call_object(message.tool_calls[0])})
+    items = [{"tool_call": _call_object(call)} for call in message.tool_calls]
+    if head:
+        items[0] = {**head, **items[0]}
+    return json.dumps(items)
+
+
+def encode_history(messages: Sequence[Message]) -> list[Message]:
+    """The conversation as a model without tool calling sees it.
+
+    Assistant turns become protocol JSON; the results of one tool round become one user
+    message with a ``{"tool_result": ...}`` object per line.
+    """
+    encoded: list[Message] = []
+    results: list[str] = []
+
+    def flush() -> None:
+        if results:
+            encoded.append(Message(role="user", content="\n".join(results)))
+            results.clear()
+
+    for message in messages:
+        if message.role == "tool":
+            result = {"name": message.name, "result": message.content}
+            results.append(json.dumps({"tool_result": result}))
+            continue
+        flush()
+        if message.role == "assistant":
+            message = replace(
+                message, content=encode_assistant(message), tool_calls=(), thinking=None
+            )
+        encoded.append(message)
+    flush()
+    return encoded
+
+
+@dataclass(frozen=True)
+class ProtocolReply:
+    """A model reply read with the JSON tool protocol."""
+
+    text: str
+    """The answer text (the whole reply when it could not be read)."""
+    thinking: str | None
+    """The ``thought`` the model gave, if any."""
+    tool_calls: tuple[ToolCall, ...]
+    """The tool calls the reply asked for."""
+    error: str | None
+    """Why the reply could not be read as the protocol; `None` when it could."""
+
+
+def _repair(text: str) -> str:
+    """Common non-JSON habits made JSON: unquoted keys, single quotes, Python literals."""
+    if '"' not in text:
+        text = text.replace("'", '"')
+    text = _UNQUOTED_KEY.sub(r'\1"\2":', text)
+    text = _TRAILING_COMMA.sub(r"\1", text)
+    return _PY_LITERAL.sub(lambda m: _PY_LITERALS[m.group(1)], text)
+
+
+def _decode_first(text: str) -> Any:
+    """The first JSON object or array in `text`, read as is or repaired.
+
+    Raises:
+        ValueError: When there is none.
+    """
+    decoder = json.JSONDecoder()
+    starts = [i for i, char in enumerate(text) if char in "{["][:_MAX_STARTS]
+    for start in starts:
+        for candidate in (text[start:], _repair(text[start:])):
+            try:
+                value, _ = decoder.raw_decode(candidate)
+            except ValueError:
+                continue
+            if isinstance(value, dict | list):
+                return value
+    raise ValueError("the reply contains no JSON object")
+
+
+def _extract(text: str) -> Any:
+    """The protocol value in a reply: inside a code fence first, else anywhere in the text."""
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        try:
+            return _decode_first(candidate)
+        except ValueError:
+            pass
+    raise ValueError("the reply contains no JSON object")
+
+
+def _new_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+def _tool_call(raw: Any) -> ToolCall:
+    """One protocol ``tool_call`` object as a `ToolCall` (a malformed one carries an error)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        problem = f"a tool_call needs a string 'name' and an 'input' object, got {raw!r}"
+        return ToolCall(_new_id(), "", {}, {ARGUMENTS_ERROR: problem})
+    args: Any = next((raw[k] for k in ("input", "arguments", "parameters") if k in raw), {})
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):
+            args = json.loads(args) if args.strip() else {}
+    if not isinstance(args, dict):
+        problem = f"'input' must be a JSON object, got {args!r}"
+        return ToolCall(_new_id(), raw["name"], {}, {ARGUMENTS_ERROR: problem})
+    return ToolCall(_new_id(), raw["name"], args)
+
+
+def _read_object(obj: dict[str, Any]) -> tuple[str | None, list[ToolCall], str | None]:
+    """``(thought, calls, response)`` of one protocol object."""
+    thought = obj.get("thought")
+    thought = thought if isinstance(thought, str) and thought else None
+    calls: list[ToolCall] = []
+    if "tool_call" in obj:
+        calls.append(_tool_call(obj["tool_call"]))
+    if isinstance(obj.get("tool_calls"), list):
+        calls.extend(_tool_call(raw) for raw in obj["tool_calls"])
+    if not calls and "name" in obj and "response" not in obj:
+        calls.append(_tool_call(obj))  # a bare {"name": ..., "arguments": ...} call
+    response = obj.get("response")
+    if response is not None and not isinstance(response, str):
+        response = json.dumps(response)
+    return thought, calls, response
+
+
+def parse_reply(text: str) -> ProtocolReply:
+    """Read a model reply written with the JSON tool protocol.
+
+    Never raises: a reply that cannot be read is returned as the final text, with `error`
+    saying why.
+
+    Args:
+        text: The model's reply text.
+    """
+    stripped = text.strip()
+    try:
+        value = _extract(stripped)
+    except ValueError as exc:
+        return ProtocolReply(stripped, None, (), f"{exc}")
+    objects = value if isinstance(value, list) else [value]
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    answers: list[str] = []
+    for obj in objects:
+        if not isinstance(obj, dict):
+            continue
+        thought, found, response = _read_object(obj)
+        thoughts += [thought] if thought else []
+        calls += found
+        answers += [response] if response is not None else []
+    thinking = "\n".join(thoughts) or None
+    if not calls and not answers:
+        error = "the JSON has neither a 'tool_call' nor a 'response'"
+        return ProtocolReply(stripped, thinking, (), error)
+    return ProtocolReply("\n".join(answers), thinking, tuple(calls), None)
+
+
+def read_response(response: LLMResponse) -> LLMResponse:
+    """A raw answer whose text is a protocol reply, read into text, thinking and tool calls.
+
+    Thinking the server reported natively comes first, then the reply's ``thought``. A reply
+    that cannot be read stays the final text and `LLMResponse.protocol_error` says why.
+    """
+    reply = parse_reply(response.text)
+    thinking = "\n".join(t for t in (response.thinking, reply.thinking) if t) or None
+    error = None
+    if reply.error:
+        error = (
+            f"The reply did not follow the JSON tool protocol ({reply.error}); "
+            "it became the final text."
+        )
+    stop = "end_turn" if response.stop_reason == "tool_use" else response.stop_reason
+    return replace(  # a response with tool calls always stops for tool use
+        response,
+        text=reply.text,
+        tool_calls=response.tool_calls + reply.tool_calls,
+        stop_reason=stop,
+        thinking=thinking,
+        protocol_error=error,
+    )
+
+
+def final_deltas(response: LLMResponse, streamed_thinking: str) -> list[StreamPart]:
+    """The deltas a streamed protocol answer yields once complete: its thought and text.
+
+    Native thinking was streamed already (`streamed_thinking`); the reply's JSON was not.
+    """
+    parts: list[StreamPart] = []
+    thought = (response.thinking or "")[len(streamed_thinking) :].lstrip("\n")
+    if thought:
+        parts.append(ThinkingDelta(thought))
+    if response.text:
+        parts.append(TextDelta(response.text))
+    return parts

@@ -1,0 +1,396 @@
+"""`OllamaClient` and `LlamaClient`: Ollama's ``/api/chat`` wire, native tools or JSON protocol."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.errors import (
+    ConfigurationError,
+    ProviderError,
+    ResponseParseError,
+    UserError,
+)
+from glassagent._core.messages import (
+    Attachment,
+    LLMResponse,
+    Message,
+    ModelSettings,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+    ToolProtocol,
+    Usage,
+)
+from glassagent._providers import json_protocol
+from glassagent._providers.openai_compat import parse_arguments, wire_tools
+from glassagent._providers.transport import HTTPTransport, error_message
+
+if TYPE_CHECKING:
+    import httpx
+
+OLLAMA_BASE_URL = "http://localhost:11434"
+"""Where a local Ollama server listens by default."""
+DEFAULT_MODEL = "llama3.1:8b"
+"""The model `OllamaClient` and `LlamaClient` use when none is given."""
+
+_CHAT = "/api/chat"
+_SHOW = "/api/show"
+_DURATIONS = {
+    "total_duration": "total_ms",
+    "load_duration": "load_ms",
+    "prompt_eval_duration": "prompt_eval_ms",
+    "eval_duration": "eval_ms",
+}
+_START_HINT = (
+    "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
+    "or set OLLAMA_BASE_URL to its address."
+)
+
+
+def _text_attachment(attachment: Attachment) -> str | None:
+    mime = attachment.mime_type or ""
+    if mime.startswith("text/") or mime == "application/json":
+        content = attachment.read_bytes().decode("utf-8", "replace")
+        return f"[{attachment.name or 'attachment'}]\n{content}"
+    return None
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """One neutral message in Ollama's chat shape."""
+    if message.role == "tool":
+        return {"role": "tool", "content": message.content, "tool_name": message.name or ""}
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"function": {"name": call.name, "arguments": call.input}}
+            for call in message.tool_calls
+        ]
+    texts: list[str] = []
+    for attachment in message.attachments:
+        if (mime := attachment.mime_type or "").startswith("image/"):
+            data = base64.b64encode(attachment.read_bytes()).decode("ascii")
+            wire.setdefault("images", []).append(data)
+        elif (text := _text_attachment(attachment)) is not None:
+            texts.append(text)
+        else:
+            raise UserError(f"Ollama accepts image and text attachments only, not {mime!r}.")
+    if texts:
+        wire["content"] = "\n\n".join([message.content, *texts]).strip()
+    return wire
+
+
+def _tool_call(raw: dict[str, Any]) -> ToolCall:
+    function = raw.get("function") or {}
+    call_id = raw.get("id") or f"call_{uuid.uuid4().hex[:12]}"
+    return parse_arguments(call_id, function.get("name") or "", function.get("arguments"))
+
+
+def _timings(chunk: dict[str, Any]) -> dict[str, float]:
+    """Ollama's nanosecond durations, in milliseconds."""
+    return {
+        name: chunk[key] / 1e6
+        for key, name in _DURATIONS.items()
+        if isinstance(chunk.get(key), int | float)
+    }
+
+
+class OllamaClient(BaseLLMClient):
+    """A client for an Ollama server (``POST /api/chat``), with raw httpx.
+
+    Args:
+        model: The Ollama model tag, e.g. ``"llama3.1:8b"`` or ``"qwen2.5:7b"``.
+        base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
+            ``http://localhost:11434``.
+        http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
+            closed by `aclose`). By default the client creates and owns one.
+        tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
+            JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
+            the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
+
+    Raises:
+        ConfigurationError: For an unknown tool protocol.
+    """
+
+    provider_name = "ollama"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        tool_protocol: str = "auto",
+    ) -> None:
+        if tool_protocol not in ("auto", "native", "json"):
+            raise ConfigurationError(
+                f"Unknown tool_protocol {tool_protocol!r}; use 'auto', 'native' or 'json'."
+            )
+        self.model = model
+        self._configured: ToolProtocol = (
+            "auto" if tool_protocol == "auto" else "json" if tool_protocol == "json" else "native"
+        )
+        self.tool_protocol = self._configured
+        self._capabilities: dict[str, ToolProtocol] = {}
+        base = base_url or os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
+        self._transport = HTTPTransport(
+            provider=self.provider_name,
+            base_url=base,
+            headers={},
+            http_client=http_client,
+            secret=None,
+            start_hint=_START_HINT,
+            status_hook=self._model_missing,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The server's address."""
+        return self._transport.base_url
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this instance created (a supplied one stays open)."""
+        await self._transport.aclose()
+
+    def _model_missing(self, status: int, body: str) -> ProviderError | None:
+        """Ollama's "model not found" as an error that says how to get the model."""
+        message = error_message(body) or ""
+        if status != 404 or "not found" not in message:
+            return None
+        return ProviderError(
+            f"Ollama at {self.base_url} has no model {self.model!r} ({message}). "
+            f"Download it with `ollama pull {self.model}`, or choose another model.",
+            status=status,
+            body=body[:2000],
+            provider=self.provider_name,
+        )
+
+    async def resolve_tool_protocol(self) -> ToolProtocol:
+        """The protocol used for this model; with ``auto``, asks the server once and caches.
+
+        Once resolved, `tool_protocol` shows the choice (so later ``llm_request`` events do).
+
+        Returns:
+            ``"native"`` when the model lists the ``tools`` capability (or, on servers that
+            report no capabilities, when its template mentions tools), else ``"json"``.
+        """
+        if self._configured != "auto":
+            return self._configured
+        if self.model not in self._capabilities:
+            info = await self._transport.post_json(_SHOW, {"model": self.model}, None)
+            info = info if isinstance(info, dict) else {}
+            capabilities = info.get("capabilities")
+            if isinstance(capabilities, list):
+                native = "tools" in capabilities
+            else:
+                native = ".Tools" in str(info.get("template") or "")
+            self._capabilities[self.model] = "native" if native else "json"
+        self.tool_protocol = self._capabilities[self.model]
+        return self.tool_protocol
+
+    async def _body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        system: str | None,
+        settings: ModelSettings | None,
+        stream: bool,
+    ) -> tuple[dict[str, Any], bool]:
+        """The request body, and whether the JSON tool protocol is used for it."""
+        json_mode = bool(tools) and await self.resolve_tool_protocol() == "json"
+        if self._configured == "json" or json_mode:
+            messages = json_protocol.encode_history(messages)
+        if json_mode:
+            system = json_protocol.system_prompt(system, tools)
+        wire = [{"role": "system", "content": system}] if system else []
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire + [_wire_message(m) for m in messages],
+            "stream": stream,
+        }
+        if tools and not json_mode:
+            body["tools"] = wire_tools(tools)
+        if json_mode:
+            body["format"] = "json"
+        options: dict[str, Any] = {}
+        if settings is not None:
+            if settings.temperature is not None:
+                options["temperature"] = settings.temperature
+            if settings.max_tokens is not None:
+                options["num_predict"] = settings.max_tokens
+            if settings.stop_sequences:
+                options["stop"] = list(settings.stop_sequences)
+            if settings.thinking_budget is not None:
+                body["think"] = settings.thinking_budget > 0
+        if options:
+            body["options"] = options
+        return body, json_mode
+
+    def _response(
+        self,
+        parts: tuple[list[str], list[str], list[ToolCall]],
+        last: dict[str, Any],
+        body: dict[str, Any],
+        raw: Any,
+        json_mode: bool,
+    ) -> LLMResponse:
+        text, thinking, calls = parts
+        response = LLMResponse(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            stop_reason="max_tokens" if last.get("done_reason") == "length" else "end_turn",
+            thinking="".join(thinking) or None,
+            usage=Usage(int(last.get("prompt_eval_count") or 0), int(last.get("eval_count") or 0)),
+            model=last.get("model") or self.model,
+            raw_response=raw,
+            raw_request=body,
+            timings=_timings(last),
+        )
+        return json_protocol.read_response(response) if json_mode else response
+
+    def _check(self, chunk: Any, what: str) -> dict[str, Any]:
+        if not isinstance(chunk, dict):
+            raise ResponseParseError(
+                f"Ollama answered with {what} that is not a JSON object: {chunk!r:.200}",
+                provider=self.provider_name,
+            )
+        if "error" in chunk:
+            raise ProviderError(
+                f"Ollama reported an error: {chunk['error']}",
+                body=json.dumps(chunk)[:2000],
+                provider=self.provider_name,
+            )
+        return chunk
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """Send the conversation and return the complete answer (one HTTP request).
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences, thinking and timeout.
+        """
+        body, json_mode = await self._body(messages, tools, system, settings, stream=False)
+        timeout = settings.timeout if settings else None
+        raw = self._check(await self._transport.post_json(_CHAT, body, timeout), "a body")
+        message = raw.get("message") or {}
+        calls = [_tool_call(c) for c in message.get("tool_calls") or []]
+        parts = ([message.get("content") or ""], [message.get("thinking") or ""], calls)
+        return self._response(parts, raw, body, raw, json_mode)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the answer (NDJSON): text and thinking deltas, then the `LLMResponse`.
+
+        With the JSON tool protocol the reply is JSON, so no text deltas are streamed; the
+        thought and the answer follow as one delta each once the reply is complete. Closing
+        this generator closes the HTTP response at once.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences, thinking and timeout.
+
+        Yields:
+            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
+
+        Raises:
+            ResponseParseError: For a malformed line or a stream that ends before ``done``.
+        """
+        body, json_mode = await self._body(messages, tools, system, settings, stream=True)
+        timeout = settings.timeout if settings else None
+        parts: tuple[list[str], list[str], list[ToolCall]] = ([], [], [])
+        chunks: list[Any] = []
+        last: dict[str, Any] | None = None
+        async with self._transport.stream(_CHAT, body, timeout) as response:
+            async for line in self._transport.lines(response, _CHAT):
+                if not line.strip():
+                    continue
+                try:
+                    chunk = self._check(json.loads(line), "a stream line")
+                except ValueError:
+                    raise ResponseParseError(
+                        f"Ollama sent a malformed stream line: {line[:200]!r}",
+                        provider=self.provider_name,
+                    ) from None
+                chunks.append(chunk)
+                for delta in self._fold(chunk, parts, json_mode):
+                    yield delta
+                if chunk.get("done"):
+                    last = chunk
+                    break
+        if last is None:
+            raise ResponseParseError(
+                "Ollama's stream ended before the answer was complete (no 'done' line).",
+                provider=self.provider_name,
+            )
+        final = self._response(parts, last, body, chunks, json_mode)
+        if json_mode:
+            for delta in json_protocol.final_deltas(final, "".join(parts[1])):
+                yield delta
+        yield final
+
+    @staticmethod
+    def _fold(
+        chunk: dict[str, Any],
+        parts: tuple[list[str], list[str], list[ToolCall]],
+        json_mode: bool,
+    ) -> list[StreamPart]:
+        """Add one stream line to `parts`; return the deltas to yield."""
+        message = chunk.get("message") or {}
+        deltas: list[StreamPart] = []
+        if thinking := message.get("thinking"):
+            parts[1].append(thinking)
+            deltas.append(ThinkingDelta(thinking))
+        if content := message.get("content"):
+            parts[0].append(content)
+            if not json_mode:
+                deltas.append(TextDelta(content))
+        parts[2].extend(_tool_call(c) for c in message.get("tool_calls") or [])
+        return deltas
+
+
+class LlamaClient(OllamaClient):
+    """An `OllamaClient` for Llama models without native function calling.
+
+    It always uses the JSON tool protocol and defaults to ``llama3.1:8b``.
+
+    Args:
+        model: The Ollama model tag.
+        base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
+            ``http://localhost:11434``.
+        http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
+    """
+
+    provider_name = "ollama"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(model, base_url=base_url, http_client=http_client, tool_protocol="json")

@@ -1,0 +1,420 @@
+"""`OpenAICompatibleClient`: the chat-completions wire of OpenAI, llama-server, vLLM, LM Studio."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
+from glassagent._core.messages import (
+    ARGUMENTS_ERROR,
+    Attachment,
+    LLMResponse,
+    Message,
+    ModelSettings,
+    StopReason,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from glassagent._providers import json_protocol
+from glassagent._providers.sse import sse_data
+from glassagent._providers.transport import HTTPTransport, error_message
+
+if TYPE_CHECKING:
+    import httpx
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+"""OpenAI's own base URL, the default."""
+
+_PATH = "/chat/completions"
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+_TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
+_START_HINT = (
+    "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
+    "base_url='http://127.0.0.1:8080/v1') or set OPENAI_API_BASE to its address."
+)
+
+
+# ---- request ---------------------------------------------------------------------------
+
+
+def _attachment_part(attachment: Attachment) -> dict[str, Any]:
+    """An attachment as a content part: images as data URLs, text inline, others as files."""
+    mime = attachment.mime_type or "application/octet-stream"
+    data = attachment.read_bytes()
+    if mime.startswith("text/") or mime in _TEXT_MIME_TYPES:
+        text = data.decode("utf-8", "replace")
+        return {"type": "text", "text": f"[{attachment.name or 'attachment'}]\n{text}"}
+    url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": attachment.name or "file", "file_data": url}}
+
+
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    arguments = json.dumps(call.input)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """One neutral message in the chat-completions shape."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant":
+        wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.tool_calls:
+            wire["tool_calls"] = [_wire_tool_call(call) for call in message.tool_calls]
+        return wire
+    if message.attachments:
+        parts = [{"type": "text", "text": message.content}] if message.content else []
+        parts += [_attachment_part(a) for a in message.attachments]
+        return {"role": message.role, "content": parts}
+    return {"role": message.role, "content": message.content}
+
+
+def wire_messages(messages: Sequence[Message], system: str | None) -> list[dict[str, Any]]:
+    """The ``messages`` array: the system prompt first, then the conversation."""
+    wire = [{"role": "system", "content": system}] if system else []
+    return wire + [_wire_message(m) for m in messages]
+
+
+def wire_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """Tool definitions in the chat-completions ``tools`` shape."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+# ---- response --------------------------------------------------------------------------
+
+
+def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """A `ToolCall` from wire arguments; invalid JSON marks the call with `ARGUMENTS_ERROR`."""
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, name, arguments)
+    text = arguments if isinstance(arguments, str) else ""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        problem = f"the arguments are not valid JSON ({exc}): {text[:500]!r}"
+        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+    if not isinstance(value, dict):
+        problem = f"the arguments must be a JSON object, got {text[:500]!r}"
+        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+    return ToolCall(call_id, name, value)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("completion_tokens_details") or {}
+    reasoning = int(details.get("reasoning_tokens") or 0)
+    output = int(raw.get("completion_tokens") or 0)
+    return Usage(int(raw.get("prompt_tokens") or 0), output - reasoning, reasoning)
+
+
+def _timings(raw: Any) -> dict[str, float]:
+    """Durations in llama-server's ``timings`` object (its ``*_ms`` fields)."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: float(v) for k, v in raw.items() if k.endswith("_ms") and isinstance(v, int | float)}
+
+
+class _Assembly:
+    """Collects one answer, from a complete body or from streamed chunks."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+        self.model: str | None = None
+        self.timings: dict[str, float] = {}
+
+    def add_call(self, index: int, raw: dict[str, Any]) -> None:
+        """Add a tool call, or the next fragment of one (fragments share an ``index``)."""
+        slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
+        function = raw.get("function") or {}
+        slot["id"] = slot["id"] or raw.get("id")
+        slot["name"] += function.get("name") or ""
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        slot["arguments"].append(arguments or "")
+
+    def add_meta(self, chunk: dict[str, Any]) -> None:
+        """Take model, usage and timings from a body or chunk that carries them."""
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        if chunk.get("timings"):
+            self.timings = _timings(chunk["timings"])
+
+    def add_delta(self, delta: dict[str, Any]) -> list[StreamPart]:
+        """Fold one streamed delta in; return the text and thinking deltas it carried."""
+        parts: list[StreamPart] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self.reasoning.append(reasoning)
+            parts.append(ThinkingDelta(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            parts.append(TextDelta(content))
+        for position, raw in enumerate(delta.get("tool_calls") or []):
+            self.add_call(raw.get("index", position), raw)
+        return parts
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The assembled tool calls, in index order."""
+        calls = []
+        for index in sorted(self.calls):
+            slot = self.calls[index]
+            call_id = slot["id"] or f"call_{uuid.uuid4().hex[:12]}"
+            calls.append(parse_arguments(call_id, slot["name"], "".join(slot["arguments"])))
+        return tuple(calls)
+
+
+class OpenAICompatibleClient(BaseLLMClient):
+    """A client for any server with OpenAI's ``POST /chat/completions`` wire.
+
+    It serves OpenAI itself, llama.cpp's ``llama-server``, vLLM, LM Studio and other
+    compatible servers, with raw httpx (no vendor SDK).
+
+    Args:
+        model: The model name the server knows, e.g. ``"gpt-4o-mini"``.
+        base_url: The API root (ending in ``/v1`` for most servers). Defaults to
+            ``OPENAI_API_BASE``, then ``OPENAI_BASE_URL``, then OpenAI's own URL.
+        api_key: Sent as a bearer token. Defaults to ``OPENAI_API_KEY``; required only for
+            OpenAI's own URL. Pass ``""`` to send no key at all.
+        http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
+            closed by `aclose`). By default the client creates and owns one.
+        tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
+            JSON tool protocol in the system prompt, for models without tool calling.
+
+    Raises:
+        ConfigurationError: When OpenAI's own URL is used without an API key, or for an
+            unknown tool protocol.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        tool_protocol: str = "native",
+    ) -> None:
+        if tool_protocol not in ("native", "json"):
+            raise ConfigurationError(
+                f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
+            )
+        base = base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+        base = (base or OPENAI_API_BASE).rstrip("/")
+        key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
+        is_openai = base == OPENAI_API_BASE
+        if is_openai and not key:
+            raise ConfigurationError(
+                "OpenAI needs an API key: pass api_key=... or set OPENAI_API_KEY."
+            )
+        self.model = model
+        self.provider_name = "openai" if is_openai else "openai_compatible"
+        self.tool_protocol = "json" if tool_protocol == "json" else "native"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._transport = HTTPTransport(
+            provider=self.provider_name,
+            base_url=base,
+            headers=headers,
+            http_client=http_client,
+            secret=key or None,
+            start_hint=_START_HINT,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._transport.base_url
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this instance created (a supplied one stays open)."""
+        await self._transport.aclose()
+
+    def _body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        system: str | None,
+        settings: ModelSettings | None,
+        stream: bool,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model}
+        if self.tool_protocol == "json":
+            if tools:
+                system = json_protocol.system_prompt(system, tools)
+                body["response_format"] = {"type": "json_object"}
+            body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
+        else:
+            body["messages"] = wire_messages(messages, system)
+            if tools:
+                body["tools"] = wire_tools(tools)
+        if settings is not None:
+            if settings.temperature is not None:
+                body["temperature"] = settings.temperature
+            if settings.max_tokens is not None:
+                body["max_tokens"] = settings.max_tokens
+            if settings.stop_sequences:
+                body["stop"] = list(settings.stop_sequences)
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _finish(
+        self, assembly: _Assembly, body: dict[str, Any], raw: Any, json_mode: bool
+    ) -> LLMResponse:
+        response = LLMResponse(
+            text="".join(assembly.text),
+            tool_calls=assembly.tool_calls(),
+            stop_reason=_STOP_REASONS.get(assembly.finish_reason or "stop", "end_turn"),
+            thinking="".join(assembly.reasoning) or None,
+            usage=assembly.usage,
+            model=assembly.model or self.model,
+            raw_response=raw,
+            raw_request=body,
+            timings=assembly.timings,
+        )
+        return json_protocol.read_response(response) if json_mode else response
+
+    def _parse_error(self, detail: str, raw: Any) -> ResponseParseError:
+        snippet = json.dumps(raw)[:500] if raw is not None else None
+        return ResponseParseError(
+            f"{self.provider_name} answered with {detail}.",
+            body=snippet,
+            provider=self.provider_name,
+        )
+
+    def _stream_error(self, chunk: dict[str, Any]) -> ProviderError:
+        message = error_message(json.dumps(chunk)) or "no details"
+        return ProviderError(
+            f"{self.provider_name} reported an error mid-stream: {message}",
+            body=json.dumps(chunk)[:500],
+            provider=self.provider_name,
+        )
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """Send the conversation and return the complete answer (one HTTP request).
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences and timeout.
+        """
+        json_mode = self.tool_protocol == "json" and bool(tools)
+        body = self._body(messages, tools, system, settings, stream=False)
+        timeout = settings.timeout if settings else None
+        raw = await self._transport.post_json(_PATH, body, timeout)
+        choices = raw.get("choices") if isinstance(raw, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise self._parse_error("a body without choices", raw)
+        message = choices[0].get("message") or {}
+        assembly = _Assembly()
+        assembly.add_meta(raw)
+        assembly.add_delta(message)
+        assembly.finish_reason = choices[0].get("finish_reason")
+        return self._finish(assembly, body, raw, json_mode)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the answer over SSE: text and thinking deltas, then the `LLMResponse`.
+
+        With the JSON tool protocol the reply is JSON, so no text deltas are streamed; the
+        thought and the answer follow as one delta each once the reply is complete. Closing
+        this generator closes the HTTP response at once.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences and timeout.
+
+        Yields:
+            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
+
+        Raises:
+            ResponseParseError: For a malformed chunk or a stream that ends before the answer.
+        """
+        json_mode = self.tool_protocol == "json" and bool(tools)
+        body = self._body(messages, tools, system, settings, stream=True)
+        timeout = settings.timeout if settings else None
+        assembly = _Assembly()
+        chunks: list[Any] = []
+        done = False
+        async with self._transport.stream(_PATH, body, timeout) as response:
+            async for data in sse_data(self._transport.lines(response, _PATH)):
+                if data.strip() == "[DONE]":
+                    done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise self._parse_error(
+                        f"a malformed stream chunk {data[:200]!r}", None
+                    ) from None
+                if not isinstance(chunk, dict):
+                    raise self._parse_error(
+                        f"a stream chunk that is not an object {data[:200]!r}", None
+                    )
+                chunks.append(chunk)
+                if "error" in chunk:
+                    raise self._stream_error(chunk)
+                assembly.add_meta(chunk)
+                for choice in chunk.get("choices") or []:
+                    assembly.finish_reason = choice.get("finish_reason") or assembly.finish_reason
+                    for part in assembly.add_delta(choice.get("delta") or {}):
+                        if not (json_mode and isinstance(part, TextDelta)):
+                            yield part
+        if not done and assembly.finish_reason is None:
+            raise self._parse_error("a stream that ended before the answer was complete", None)
+        final = self._finish(assembly, body, chunks, json_mode)
+        if json_mode:
+            for part in json_protocol.final_deltas(final, "".join(assembly.reasoning)):
+                yield part
+        yield final

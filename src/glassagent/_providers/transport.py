@@ -1,0 +1,194 @@
+"""`HTTPTransport`: the JSON-over-HTTP plumbing the raw-httpx clients share.
+
+It owns (or borrows) an ``httpx.AsyncClient``, posts JSON bodies, opens streamed responses,
+and turns every transport failure and error status into the typed error tree. httpx is
+imported only when a request is made, so importing a client module stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.errors import ProviderError, ProviderUnavailableError, ResponseParseError
+from glassagent._providers.http import error_for_status, redact, retry_after_seconds
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_TIMEOUT_SECONDS = 300.0
+"""Read timeout of an owned client: local models on a CPU can take minutes per answer."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""Connect timeout of an owned client."""
+
+StatusHook = Callable[[int, str], "ProviderError | None"]
+"""Maps an error status and body to a provider-specific error, or `None` for the default."""
+
+
+def error_message(body: str) -> str | None:
+    """The message of a JSON error body, or `None` when the body has none.
+
+    Handles ``{"error": {"message": ...}}`` (OpenAI, llama-server) and ``{"error": "..."}``
+    (Ollama).
+    """
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        return message if isinstance(message, str) else None
+    return error if isinstance(error, str) else None
+
+
+class HTTPTransport:
+    """Posts JSON to one base URL and maps failures onto `glassagent.errors`."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        headers: dict[str, str],
+        http_client: httpx.AsyncClient | None,
+        secret: str | None,
+        start_hint: str,
+        status_hook: StatusHook | None = None,
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self._headers = headers
+        self._borrowed = http_client
+        self._owned: httpx.AsyncClient | None = None
+        self._secret = secret
+        self._start_hint = start_hint
+        self._status_hook = status_hook
+
+    def __repr__(self) -> str:
+        return f"HTTPTransport(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._borrowed is not None:
+            return self._borrowed
+        if self._owned is None:
+            import httpx
+
+            timeout = httpx.Timeout(DEFAULT_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+            self._owned = httpx.AsyncClient(timeout=timeout)
+        return self._owned
+
+    async def aclose(self) -> None:
+        """Close the owned HTTP client; a borrowed one is left to its owner."""
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            await owned.aclose()
+
+    def _request(self, path: str, body: dict[str, Any], timeout: float | None) -> httpx.Request:
+        import httpx
+
+        client = self._client()
+        extensions = {}
+        if timeout is not None:
+            extensions["timeout"] = httpx.Timeout(timeout).as_dict()
+        return client.build_request(
+            "POST",
+            self.base_url + path,
+            json=body,
+            headers=self._headers,
+            extensions=extensions,
+        )
+
+    async def post_json(self, path: str, body: dict[str, Any], timeout: float | None) -> Any:
+        """POST `body` to `path` and return the parsed JSON answer.
+
+        Raises:
+            ProviderError: Or a subclass, for error statuses and transport failures.
+            ResponseParseError: When the answer is not JSON.
+        """
+        async with self.stream(path, body, timeout) as response:
+            try:
+                content = await response.aread()
+            except Exception as exc:
+                raise self._transport_error(exc, path) from exc
+        try:
+            return json.loads(content)
+        except ValueError as exc:
+            snippet = redact(content[:200].decode("utf-8", "replace"), self._secret)
+            raise ResponseParseError(
+                f"{self.provider} answered with a body that is not JSON: {snippet!r}",
+                body=snippet,
+                provider=self.provider,
+            ) from exc
+
+    @asynccontextmanager
+    async def stream(
+        self, path: str, body: dict[str, Any], timeout: float | None
+    ) -> AsyncIterator[httpx.Response]:
+        """POST `body` and yield the open response; it is closed when the block exits.
+
+        Error statuses raise before the block is entered. Use `lines` to read the body, so
+        that a connection lost mid-stream raises a typed error too.
+        """
+        request = self._request(path, body, timeout)
+        try:
+            response = await self._client().send(request, stream=True)
+        except Exception as exc:
+            raise self._transport_error(exc, path) from exc
+        try:
+            if response.status_code >= 400:
+                await self._raise_for_status(response, path)
+            yield response
+        finally:
+            await response.aclose()
+
+    async def lines(self, response: httpx.Response, path: str) -> AsyncIterator[str]:
+        """The lines of a streamed body; a lost connection raises `ProviderUnavailableError`."""
+        iterator = response.aiter_lines()
+        while True:
+            try:
+                line = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                raise self._transport_error(exc, path) from exc
+            yield line
+
+    async def _raise_for_status(self, response: httpx.Response, path: str) -> None:
+        try:
+            raw = await response.aread()
+        except Exception as exc:
+            raise self._transport_error(exc, path) from exc
+        text = raw.decode("utf-8", "replace")
+        status = response.status_code
+        if self._status_hook is not None and (custom := self._status_hook(status, text)):
+            raise custom
+        raise error_for_status(
+            status,
+            text,
+            provider=self.provider,
+            message=error_message(text),
+            retry_after=retry_after_seconds(response.headers),
+            secret=self._secret,
+        )
+
+    def _transport_error(self, exc: Exception, path: str) -> ProviderError:
+        """The typed error for an httpx failure (other exceptions are wrapped as-is)."""
+        import httpx
+
+        url = self.base_url + path
+        detail = redact(f"{type(exc).__name__}: {exc}", self._secret)
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            message = f"Could not connect to {self.provider} at {url} ({detail}). "
+            return ProviderUnavailableError(message + self._start_hint, provider=self.provider)
+        if isinstance(exc, httpx.TimeoutException):
+            message = f"{self.provider} at {url} did not answer in time ({detail})."
+            return ProviderUnavailableError(message, provider=self.provider)
+        if isinstance(exc, httpx.TransportError):
+            message = f"The connection to {self.provider} at {url} was lost ({detail})."
+            return ProviderUnavailableError(message, provider=self.provider)
+        if isinstance(exc, ProviderError):
+            return exc
+        return ProviderError(f"{self.provider} request failed: {detail}", provider=self.provider)
