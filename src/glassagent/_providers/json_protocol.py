@@ -39,7 +39,8 @@ To call a tool, reply:
 To answer the user, reply:
 {"thought": "<your reasoning>", "response": "<your answer>"}
 After a tool call you receive {"tool_result": {"name": "<tool name>", "result": "<output>"}}.
-Use the result; call another tool or answer.
+When the results answer the question, reply with a "response" object that uses them;
+never repeat a tool call you already made.
 
 Tools:"""
 

@@ -127,16 +127,14 @@ class OllamaClient(BaseLLMClient):
         *,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        tool_protocol: str = "auto",
+        tool_protocol: ToolProtocol = "auto",
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'auto', 'native' or 'json'."
             )
         self.model = model
-        self._configured: ToolProtocol = (
-            "auto" if tool_protocol == "auto" else "json" if tool_protocol == "json" else "native"
-        )
+        self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
         base = base_url or os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL

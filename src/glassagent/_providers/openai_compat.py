@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
@@ -26,7 +26,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._providers import json_protocol
-from glassagent._providers.sse import sse_data
+from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ _STOP_REASONS: dict[str, StopReason] = {
     "function_call": "tool_use",
     "length": "max_tokens",
 }
+_LLAMA_TIMINGS = ("prompt_ms", "predicted_ms")
 _TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
 _START_HINT = (
     "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
@@ -79,8 +80,9 @@ def _wire_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.role == "assistant":
-        wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        wire: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
+            wire["content"] = message.content or None
             wire["tool_calls"] = [_wire_tool_call(call) for call in message.tool_calls]
         return wire
     if message.attachments:
@@ -136,10 +138,10 @@ def _usage(raw: Any) -> Usage:
 
 
 def _timings(raw: Any) -> dict[str, float]:
-    """Durations in llama-server's ``timings`` object (its ``*_ms`` fields)."""
+    """The durations in llama-server's ``timings`` object (``prompt_ms``, ``predicted_ms``)."""
     if not isinstance(raw, dict):
         return {}
-    return {k: float(v) for k, v in raw.items() if k.endswith("_ms") and isinstance(v, int | float)}
+    return {k: float(raw[k]) for k in _LLAMA_TIMINGS if isinstance(raw.get(k), int | float)}
 
 
 class _Assembly:
@@ -159,7 +161,7 @@ class _Assembly:
         slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
         function = raw.get("function") or {}
         slot["id"] = slot["id"] or raw.get("id")
-        slot["name"] += function.get("name") or ""
+        slot["name"] = slot["name"] or function.get("name") or ""
         arguments = function.get("arguments")
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
@@ -180,7 +182,7 @@ class _Assembly:
         if isinstance(reasoning, str) and reasoning:
             self.reasoning.append(reasoning)
             parts.append(ThinkingDelta(reasoning))
-        content = delta.get("content")
+        content = delta.get("content") or delta.get("refusal")
         if isinstance(content, str) and content:
             self.text.append(content)
             parts.append(TextDelta(content))
@@ -227,7 +229,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        tool_protocol: str = "native",
+        tool_protocol: Literal["native", "json"] = "native",
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -243,7 +245,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             )
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
-        self.tool_protocol = "json" if tool_protocol == "json" else "native"
+        self.tool_protocol = tool_protocol
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -317,8 +319,17 @@ class OpenAICompatibleClient(BaseLLMClient):
             provider=self.provider_name,
         )
 
+    def _decode_chunk(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise self._parse_error(f"a malformed stream chunk {data[:200]!r}", None) from None
+        if not isinstance(chunk, dict):
+            raise self._parse_error(f"a stream chunk that is not an object {data[:200]!r}", None)
+        return chunk
+
     def _stream_error(self, chunk: dict[str, Any]) -> ProviderError:
-        message = error_message(json.dumps(chunk)) or "no details"
+        message = error_message(json.dumps(chunk)) or chunk.get("message") or "no details"
         return ProviderError(
             f"{self.provider_name} reported an error mid-stream: {message}",
             body=json.dumps(chunk)[:500],
@@ -388,22 +399,13 @@ class OpenAICompatibleClient(BaseLLMClient):
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(_PATH, body, timeout) as response:
-            async for data in sse_data(self._transport.lines(response, _PATH)):
+            async for event, data in sse_events(self._transport.lines(response, _PATH)):
                 if data.strip() == "[DONE]":
                     done = True
                     break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise self._parse_error(
-                        f"a malformed stream chunk {data[:200]!r}", None
-                    ) from None
-                if not isinstance(chunk, dict):
-                    raise self._parse_error(
-                        f"a stream chunk that is not an object {data[:200]!r}", None
-                    )
+                chunk = self._decode_chunk(data)
                 chunks.append(chunk)
-                if "error" in chunk:
+                if event == "error" or "error" in chunk:
                     raise self._stream_error(chunk)
                 assembly.add_meta(chunk)
                 for choice in chunk.get("choices") or []:

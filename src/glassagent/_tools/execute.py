@@ -56,11 +56,11 @@ async def execute_call(
         duration = (time.perf_counter() - started) * 1000
         return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
 
+    if problem := call.provider_metadata.get(ARGUMENTS_ERROR):
+        return done(f"Error: invalid arguments for tool {call.name!r}: {problem}", True)
     if tool is None:
         names = ", ".join(available) or "none"
         return done(f"Error: unknown tool {call.name!r}. Available tools: {names}.", True)
-    if problem := call.provider_metadata.get(ARGUMENTS_ERROR):
-        return done(f"Error: invalid arguments for tool {tool.name!r}: {problem}", True)
     try:
         args, kwargs = tool._signature.bind(call.input)
     except InvalidArguments as exc:
