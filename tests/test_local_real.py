@@ -24,6 +24,7 @@ pytestmark = pytest.mark.real_model
 
 SHORT = ModelSettings(temperature=0, max_tokens=24)
 LONG = ModelSettings(temperature=0, max_tokens=400)
+AGENT = ModelSettings(temperature=0, max_tokens=96)
 
 
 @tool
@@ -54,7 +55,7 @@ def port_of(server: LocalServer) -> int:
 
 async def agent_events(server: LocalServer, **options: object) -> list[Event]:
     async with server.client(**options) as client:
-        agent = Agent(client, [add], max_iterations=3, settings=ModelSettings(temperature=0))
+        agent = Agent(client, [add], max_iterations=3, settings=AGENT)
         return [event async for event in agent.run("What is 17 + 25?")]
 
 
