@@ -31,7 +31,8 @@ async def add(a: int, b: int, ctx: ToolContext) -> int:
 
 
 async def run_agent(client: BaseLLMClient) -> None:
-    agent = Agent(client, [add], max_iterations=3, settings=ModelSettings(temperature=0))
+    settings = ModelSettings(temperature=0, max_tokens=128)
+    agent = Agent(client, [add], max_iterations=3, settings=settings)
     print(f"model: {client.provider_name} / {client.model}")
     async for event in agent.run("What is 17 + 25?"):
         match event.type:

@@ -30,7 +30,11 @@ def main(argv: list[str]) -> int:
         params.cpuparams_batch.n_threads = config["threads"]
     if config["chat_template"]:
         params.chat_template = config["chat_template"]
-    server = xllamacpp.Server(params)
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:  # the reason is in llama.cpp's log lines above
+        print(f"glassagent: the llama.cpp server failed to start: {exc}", flush=True)
+        return 1
     print(f"glassagent: llama.cpp server listening on {server.listening_address}", flush=True)
     sys.stdin.buffer.read()  # returns at EOF: the parent stopped us or died
     os._exit(0)  # skip interpreter teardown; the OS releases the port and the memory

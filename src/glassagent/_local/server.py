@@ -317,10 +317,11 @@ def _health_status(child: _Child, response_status: int | None) -> bool:
     """Whether the server is healthy; raises when the process has exited."""
     code = child.process.poll()
     if code is not None:
+        tail = _log_tail(child.log_path)
         raise LocalServerError(
             f"The llama.cpp server exited during start-up (exit code {code}). Its log ends "
-            f"with:\n{_log_tail(child.log_path)}",
-            log_tail=_log_tail(child.log_path),
+            f"with:\n{tail}",
+            log_tail=tail,
         )
     return response_status == 200
 
