@@ -43,7 +43,8 @@ async def run_agent(client: BaseLLMClient) -> None:
             case "text_chunk":
                 print(event.text, end="", flush=True)
             case "llm_response":
-                print(f"\n  ({event.usage.output_tokens} tokens in {event.latency_ms:.0f} ms)")
+                end = "\n" if event.text else ""
+                print(f"{end}  ({event.usage.output_tokens} tokens in {event.latency_ms:.0f} ms)")
             case "function_call_start":
                 print(f"  -> {event.function_name}({event.args})")
             case "tool_progress":
