@@ -58,7 +58,7 @@ def system_prompt(system: str | None, tools: Sequence[ToolDefinition]) -> str:
     for tool in tools:
         schema = json.dumps(tool.parameters, separators=(",", ":"))
         lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
-        lines.append(f"  input JSON Schema: {schema}")
+        lines.append(f"  parameters: {schema}")
     protocol = "\n".join(lines)
     return f"{system}\n\n{protocol}" if system else protocol
 
