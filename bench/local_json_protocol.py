@@ -3,7 +3,8 @@
 Runs a handful of arithmetic questions through an agent with an `add` tool, once with native
 tool calls and once with the JSON tool protocol, and prints a table: replies read as protocol
 (parse rate), first calls exactly right, wall time. Needs ``glassagent[local]``; fetches the
-default model on first use. Usage: ``python bench/local_json_protocol.py [N]``.
+default model on first use. Usage:
+``python bench/local_json_protocol.py [N] [native,json]`` (N questions, the protocols to run).
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ async def measure(server: LocalServer, protocol: str, n: int) -> dict[str, objec
     }
 
 
-async def main(n: int) -> None:
+async def main(n: int, protocols: list[str]) -> None:
     async with LocalServer() as server:
-        rows = [await measure(server, protocol, n) for protocol in ("native", "json")]
+        rows = [await measure(server, protocol, n) for protocol in protocols]
     headers = list(rows[0])
     widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in headers]
     print(" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
@@ -81,4 +82,5 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else len(QUESTIONS)))
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else len(QUESTIONS)
+    asyncio.run(main(count, sys.argv[2].split(",") if len(sys.argv) > 2 else ["native", "json"]))
