@@ -491,3 +491,32 @@ async def test_llama_client_runs_two_rounds_with_the_json_protocol() -> None:
         {"tool_result": {"name": "add", "result": "43"}},
         {"tool_result": {"name": "add", "result": "0"}},
     ]
+
+
+class SlowLines(httpx.AsyncByteStream):
+    """An NDJSON body that sends one line, then waits forever; records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def __aiter__(self):
+        import asyncio
+
+        yield (json.dumps(line({"content": "Once"})) + "\n").encode()
+        await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@respx.mock
+async def test_aborting_a_run_closes_the_ollama_stream() -> None:
+    body = SlowLines()
+    respx.post(CHAT).mock(return_value=httpx.Response(200, stream=body))
+    run = Agent(native()).run("Tell me a story.")
+    async for event in run:
+        if event.type == "text_chunk":
+            run.abort("enough")
+    assert body.closed
+    assert run.result.stop_reason == "aborted"
+    assert run.result.text == "Once"

@@ -17,6 +17,7 @@ from glassagent.errors import (
     ResponseParseError,
 )
 from glassagent.llm import (
+    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -331,8 +332,8 @@ async def test_invalid_json_arguments_are_marked_not_raised(client) -> None:
     final = (await stream_all(client, HI, [ADD]))[-1]
     first, second = final.tool_calls
     assert first.input == {}
-    assert "not valid JSON" in str(first.provider_metadata.values())
-    assert "must be a JSON object" in str(second.provider_metadata.values())
+    assert first.provider_metadata[ARGUMENTS_ERROR].startswith("the arguments are not valid JSON")
+    assert "must be a JSON object" in second.provider_metadata[ARGUMENTS_ERROR]
 
 
 # ---- attachments, configuration, ownership ---------------------------------------------

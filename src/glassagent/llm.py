@@ -9,6 +9,7 @@ Shipped backends: `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, LM Studi
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.messages import (
+    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -29,6 +30,7 @@ from glassagent._providers.ollama import LlamaClient, OllamaClient
 from glassagent._providers.openai_compat import OpenAICompatibleClient
 
 __all__ = [
+    "ARGUMENTS_ERROR",
     "Attachment",
     "BaseLLMClient",
     "LLMResponse",
