@@ -55,7 +55,7 @@ def port_of(server: LocalServer) -> int:
 
 async def agent_events(server: LocalServer, **options: object) -> list[Event]:
     async with server.client(**options) as client:
-        agent = Agent(client, [add], max_iterations=3, settings=AGENT)
+        agent = Agent(client, [add], max_iterations=2, settings=AGENT)
         return [event async for event in agent.run("What is 17 + 25?")]
 
 
