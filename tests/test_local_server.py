@@ -79,14 +79,17 @@ def test_sync_start_serve_and_stop(tmp_path: Path, fake_xllamacpp: Path) -> None
     assert logs_left(fake_xllamacpp) == []  # the log is removed
 
 
-async def test_async_server_hands_out_clients_for_itself(tmp_path: Path) -> None:
+async def test_async_server_hands_out_clients_for_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leave-for-a-local-server")
     async with LocalServer(gguf(tmp_path, "tiny-model.gguf")) as server:
         async with server.client() as client:
             answer = await client.chat([Message(role="user", content="hi")])
         assert answer.text == "tiny-model saw tiny-model"
-        async with server.client(model="other", tool_protocol="json") as client:
+        async with server.client(model="other", api_key="k", tool_protocol="json") as client:
             answer = await client.chat([Message(role="user", content="hi")])
-        assert answer.text == "tiny-model saw other"
+        assert answer.text == "tiny-model saw other (with a key)"
         pid = server.pid
     assert gone(pid)
 

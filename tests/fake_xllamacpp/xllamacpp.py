@@ -54,7 +54,10 @@ class Server:
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
                 request = json.loads(self.rfile.read(length))
-                message = {"role": "assistant", "content": f"{alias} saw {request['model']}"}
+                text = f"{alias} saw {request['model']}"
+                if self.headers.get("Authorization"):
+                    text += " (with a key)"
+                message = {"role": "assistant", "content": text}
                 choice = {"index": 0, "message": message, "finish_reason": "stop"}
                 self.reply(200, {"choices": [choice], "model": alias})
 

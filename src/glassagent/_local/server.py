@@ -146,11 +146,13 @@ class LocalServer:
 
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`, e.g.
-                ``tool_protocol="json"``; ``model`` defaults to `model_name`.
+                ``tool_protocol="json"``; ``model`` defaults to `model_name`, and no API key
+                is sent (not even ``OPENAI_API_KEY``) unless ``api_key`` is given.
         """
         from glassagent.llm import OpenAICompatibleClient
 
         model = options.pop("model", None) or self.model_name
+        options.setdefault("api_key", "")
         return OpenAICompatibleClient(model, base_url=self.base_url, **options)
 
     # -- start and stop ------------------------------------------------------------------
