@@ -183,7 +183,7 @@ def test_a_server_that_ignores_terminate_is_killed(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_the_server_does_not_outlive_its_parent(tmp_path: Path) -> None:
+def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: Path) -> None:
     code = (
         "import sys, time\n"
         "from glassagent.local import LocalServer\n"
@@ -195,6 +195,7 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(gguf(tmp_path, "m.gguf"))],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(fake_xllamacpp)},
     )
     try:
         assert parent.stdout is not None
@@ -207,3 +208,4 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path) -> None:
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(pid)
+    assert logs_left(fake_xllamacpp) == []  # the orphaned server removed its own log

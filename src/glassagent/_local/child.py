@@ -1,6 +1,7 @@
 """The child process that runs the embedded llama.cpp server (``python -m`` this module).
 
-It takes one JSON argument (model path, port, context size, threads, chat template, alias),
+It takes one JSON argument (model path, port, context size, threads, chat template, alias,
+log path),
 starts xllamacpp's server on 127.0.0.1 and then blocks until its standard input closes: the
 parent closes it to stop the server, and the OS closes it when the parent dies, so the server
 never outlives the process that started it. The parent may also terminate it at any time.
@@ -8,6 +9,7 @@ never outlives the process that started it. The parent may also terminate it at 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -37,6 +39,8 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"glassagent: llama.cpp server listening on {server.listening_address}", flush=True)
     sys.stdin.buffer.read()  # returns at EOF: the parent stopped us or died
+    with contextlib.suppress(OSError):
+        os.unlink(config["log_path"])  # a parent that died cannot remove it
     os._exit(0)  # skip interpreter teardown; the OS releases the port and the memory
 
 

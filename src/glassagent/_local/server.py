@@ -295,6 +295,7 @@ def _free_port() -> int:
 
 def _spawn(plan: _Plan) -> _Child:
     """Start the child process, its output going to a fresh log file."""
+    fd, log_name = tempfile.mkstemp(prefix="glassagent-llama-server-", suffix=".log")
     config = {
         "model_path": str(plan.model_path),
         "alias": plan.alias,
@@ -302,8 +303,8 @@ def _spawn(plan: _Plan) -> _Child:
         "context_size": plan.context_size,
         "threads": plan.threads,
         "port": plan.port,
+        "log_path": log_name,
     }
-    fd, log_name = tempfile.mkstemp(prefix="glassagent-llama-server-", suffix=".log")
     with os.fdopen(fd, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "glassagent._local.child", json.dumps(config)],
