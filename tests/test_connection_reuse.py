@@ -74,3 +74,56 @@ async def test_streamed_answers_reuse_one_connection(wire: str) -> None:
         await asyncio.wait_for(finished.wait(), 5)
         server.close()
         await server.wait_closed()
+
+
+async def dropping_server(answer_per_connection: int):
+    """Answers the first `answer_per_connection` requests of each connection, then drops it."""
+    connections = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        try:
+            for served in range(answer_per_connection + 1):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                if served == answer_per_connection:
+                    break  # drop the kept-alive connection without an answer
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "
+                    + str(len(OPENAI_SSE)).encode() + b"\r\n\r\n" + OPENAI_SSE
+                )  # fmt: skip
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = OpenAICompatibleClient("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="")
+    return server, connections, client
+
+
+async def test_a_dropped_kept_alive_connection_is_retried_once() -> None:
+    server, connections, client = await dropping_server(answer_per_connection=1)
+    async with server, client:
+        for _ in range(3):
+            parts = [p async for p in client.stream([Message(role="user", content="hello")])]
+            assert parts[-1].text == "hi"
+        assert len(connections) == 3  # each drop was retried on a new connection
+
+
+async def test_a_server_that_never_answers_is_not_retried_forever() -> None:
+    from glassagent.errors import ProviderUnavailableError
+
+    server, connections, client = await dropping_server(answer_per_connection=0)
+    async with server, client:
+        with pytest.raises(ProviderUnavailableError, match="without sending a response"):
+            _ = [p async for p in client.stream([Message(role="user", content="hello")])]
+        assert len(connections) == 2

@@ -134,7 +134,7 @@ class HTTPTransport:
         """
         request = self._request(path, body, timeout)
         try:
-            response = await self._client().send(request, stream=True)
+            response = await self._send(request)
         except Exception as exc:
             raise self._transport_error(exc, path) from exc
         try:
@@ -143,6 +143,23 @@ class HTTPTransport:
             yield response
         finally:
             await response.aclose()
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send `request`; retry once on a new connection when a kept-alive one was dropped.
+
+        Servers may close an idle kept-alive connection just as a request goes out on it
+        (llama.cpp's server does so now and then after a streamed answer); the request then
+        fails before any response arrived, so sending it again is safe.
+        """
+        import httpx
+
+        client = self._client()
+        try:
+            return await client.send(request, stream=True)
+        except httpx.RemoteProtocolError as exc:
+            if "without sending a response" not in str(exc):
+                raise
+        return await client.send(request, stream=True)
 
     async def lines(self, response: httpx.Response, path: str) -> AsyncIterator[str]:
         """The lines of a streamed body; a lost connection raises `ProviderUnavailableError`."""
