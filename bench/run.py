@@ -92,11 +92,14 @@ def import_ms(
     return statistics.median(samples) * 1000
 
 
-def package_count(requirement: str) -> int:
+def package_count(requirement: str) -> int | str:
     """Installed distributions needed by `requirement` (itself included), extras honoured."""
     from importlib.metadata import PackageNotFoundError, distribution
 
-    from packaging.requirements import Requirement
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # installed with the dev extra; without it the count is unknown
+        return "?"
 
     seen: set[str] = set()
     pending = [(Requirement(requirement), "")]
