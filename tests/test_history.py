@@ -1,16 +1,12 @@
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from glassagent.errors import HistoryValidationError, UserError
+from glassagent.errors import UserError
 from glassagent.history import (
     History,
     HistoryAttachment,
-    HistoryLimits,
-    HistoryMessage,
-    HistoryProblem,
     HistoryToolCall,
     add_message_to_history,
     create_standard_history,
@@ -18,29 +14,7 @@ from glassagent.history import (
     get_conversation_thread,
 )
 from glassagent.llm import Attachment, Message, ToolCall
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def fixture(version: str) -> dict[str, Any]:
-    name = "history_v1.json" if version == "1" else "history_v2.json"
-    data: dict[str, Any] = json.loads((FIXTURES / name).read_text("utf-8"))
-    return data
-
-
-def ids(messages: list[HistoryMessage]) -> list[str]:
-    return [m.id for m in messages]
-
-
-def problems_of(data: Any, **limits: int) -> list[HistoryProblem]:
-    with pytest.raises(HistoryValidationError) as info:
-        History.from_dict(data, limits=HistoryLimits(**limits))
-    return list(info.value.problems)
-
-
-def messages_of(history: History, *ids_: str) -> list[HistoryMessage]:
-    return [history[i] for i in ids_]
-
+from history_support import fixture, ids
 
 # ---- formats: both versions, lossless ----------------------------------------------------
 

@@ -1,5 +1,4 @@
 import copy
-import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -10,33 +9,9 @@ from glassagent.errors import GlassAgentError, HistoryValidationError
 from glassagent.history import (
     History,
     HistoryLimits,
-    HistoryMessage,
-    HistoryProblem,
 )
 from glassagent.llm import Message
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def fixture(version: str) -> dict[str, Any]:
-    name = "history_v1.json" if version == "1" else "history_v2.json"
-    data: dict[str, Any] = json.loads((FIXTURES / name).read_text("utf-8"))
-    return data
-
-
-def ids(messages: list[HistoryMessage]) -> list[str]:
-    return [m.id for m in messages]
-
-
-def problems_of(data: Any, **limits: int) -> list[HistoryProblem]:
-    with pytest.raises(HistoryValidationError) as info:
-        History.from_dict(data, limits=HistoryLimits(**limits))
-    return list(info.value.problems)
-
-
-def messages_of(history: History, *ids_: str) -> list[HistoryMessage]:
-    return [history[i] for i in ids_]
-
+from history_support import fixture, problems_of
 
 # ---- validation ----------------------------------------------------------------------------
 
