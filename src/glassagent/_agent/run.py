@@ -117,6 +117,7 @@ class AgentRun:
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._streaming = False
+        self._cancelling_tools = False
         self._abort_reason: str | None = None
         self._result: RunResult | None = None
         self._error: BaseException | None = None
@@ -348,6 +349,7 @@ class AgentRun:
         for ctx in self._contexts:
             ctx._abort()
         _, pending = await asyncio.wait(tasks, timeout=ABORT_GRACE_SECONDS)
+        self._cancelling_tools = True
         for task in pending:
             task.cancel()
         if pending:
@@ -364,21 +366,37 @@ class AgentRun:
 
     async def _call(self, call: ToolCall, tool: Tool | None) -> ToolResult:
         ctx: ToolContext[Any] | None = None
+        finished = False
+
+        def progress(message: str) -> None:
+            # A timed-out sync tool's thread may still report: its call has ended by then.
+            if not finished and self._result is None:
+                self._emit(ToolProgressEvent, tool=call.name, message=message, call_id=call.id)
+
         if tool is not None:
             ctx = ToolContext(
                 call_id=call.id,
                 run_id=self.run_id,
                 tool_name=tool.name,
                 deps=self._deps,
-                on_progress=lambda message: self._emit(
-                    ToolProgressEvent, tool=call.name, message=message, call_id=call.id
-                ),
+                on_progress=progress,
                 ui_info=tool.ui_info,
             )
             self._contexts.append(ctx)
-        result = await execute_call(
-            tool, call, ctx, available=self._tools.keys(), default_timeout=self._tool_timeout
-        )
+        started = time.perf_counter()
+        try:
+            result = await execute_call(
+                tool, call, ctx, available=self._tools.keys(), default_timeout=self._tool_timeout
+            )
+        except asyncio.CancelledError:
+            if self._cancelling_tools:  # an abort: let the cancellation through
+                raise
+            # The tool itself raised CancelledError (e.g. it awaited something cancelled).
+            duration = (time.perf_counter() - started) * 1000
+            output = f"Error: tool {call.name!r} was cancelled from within."
+            result = ToolResult(call.id, call.name, output, True, duration, ctx and ctx.ui_info)
+        finally:
+            finished = True
         execution = ToolExecution(
             function_name=call.name,
             tool_name=tool.name if tool else None,

@@ -27,7 +27,13 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._providers import gemini_wire as wire
-from glassagent._providers.http import error_for_status, mask_key, redact, retry_after_seconds
+from glassagent._providers.http import (
+    clean_key,
+    error_for_status,
+    mask_key,
+    redact,
+    retry_after_seconds,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -113,7 +119,7 @@ class GeminiClient(BaseLLMClient):
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
         """
-        key = api_key or os.environ.get(ENV_KEY)
+        key = clean_key(api_key or os.environ.get(ENV_KEY), ENV_KEY)
         if not key:
             raise ConfigurationError(
                 f"GeminiClient needs an API key: pass api_key=... or set {ENV_KEY}."

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from glassagent._core.errors import (
     AuthenticationError,
+    ConfigurationError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
@@ -27,10 +28,31 @@ def mask_key(key: str | None) -> str:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` replaced by its masked form."""
-    if secret and secret in text:
-        return text.replace(secret, mask_key(secret))
+    """`text` with every occurrence of `secret` (also as escaped in a repr) masked."""
+    if not secret:
+        return text
+    for form in {secret, secret.strip(), repr(secret)[1:-1]}:
+        if form and form in text:
+            text = text.replace(form, mask_key(secret))
     return text
+
+
+def clean_key(key: str | None, variable: str) -> str | None:
+    """`key` without surrounding white space (keys read from files end in a newline).
+
+    Raises:
+        ConfigurationError: When the key still holds white space or control characters, which
+            no HTTP header can carry (the message never shows the key).
+    """
+    if key is None:
+        return None
+    key = key.strip()
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in key):
+        raise ConfigurationError(
+            f"The API key (from the argument or {variable}) contains white space or control "
+            "characters; check how it was read."
+        )
+    return key
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -68,7 +90,7 @@ def error_for_status(
         retry_after: Seconds to wait, for 429.
         secret: An API key to remove from the body and message.
     """
-    body = redact(body[:_BODY_LIMIT], secret)
+    body = redact(body, secret)[:_BODY_LIMIT]
     detail = redact(message or body or "no details", secret)
     text = f"{provider} returned HTTP {status}: {detail}"
     if status in (401, 403):

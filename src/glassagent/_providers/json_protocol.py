@@ -48,7 +48,8 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
-_PY_LITERAL = re.compile(r"\b(True|False|None)\b")
+# A JSON string (kept as it is) or a Python literal outside strings (made JSON).
+_PY_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")|\b(True|False|None)\b')
 _MAX_STARTS = 20
 
 
@@ -129,7 +130,7 @@ def _repair(text: str) -> str:
         text = text.replace("'", '"')
     text = _UNQUOTED_KEY.sub(r'\1"\2":', text)
     text = _TRAILING_COMMA.sub(r"\1", text)
-    return _PY_LITERAL.sub(lambda m: _PY_LITERALS[m.group(1)], text)
+    return _PY_LITERAL.sub(lambda m: m.group(1) or _PY_LITERALS[m.group(2)], text)
 
 
 def _decode_first(text: str) -> Any:

@@ -26,6 +26,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._providers import json_protocol
+from glassagent._providers.http import clean_key
 from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport, error_message
 
@@ -210,8 +211,9 @@ class OpenAICompatibleClient(BaseLLMClient):
         model: The model name the server knows, e.g. ``"gpt-4o-mini"``.
         base_url: The API root (ending in ``/v1`` for most servers). Defaults to
             ``OPENAI_API_BASE``, then ``OPENAI_BASE_URL``, then OpenAI's own URL.
-        api_key: Sent as a bearer token. Defaults to ``OPENAI_API_KEY``; required only for
-            OpenAI's own URL. Pass ``""`` to send no key at all.
+        api_key: Sent as a bearer token (surrounding white space removed). For OpenAI's own
+            URL it defaults to ``OPENAI_API_KEY`` and is required; other servers get no key
+            unless one is passed, so an OpenAI key never leaves for another server.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
@@ -237,8 +239,10 @@ class OpenAICompatibleClient(BaseLLMClient):
             )
         base = base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
         base = (base or OPENAI_API_BASE).rstrip("/")
-        key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
         is_openai = base == OPENAI_API_BASE
+        if api_key is None and is_openai:  # OpenAI's own key never goes to another server
+            api_key = os.environ.get("OPENAI_API_KEY")
+        key = clean_key(api_key, "OPENAI_API_KEY")
         if is_openai and not key:
             raise ConfigurationError(
                 "OpenAI needs an API key: pass api_key=... or set OPENAI_API_KEY."

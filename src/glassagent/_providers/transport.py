@@ -116,7 +116,7 @@ class HTTPTransport:
         try:
             return json.loads(content)
         except ValueError as exc:
-            snippet = redact(content[:200].decode("utf-8", "replace"), self._secret)
+            snippet = redact(content.decode("utf-8", "replace"), self._secret)[:200]
             raise ResponseParseError(
                 f"{self.provider} answered with a body that is not JSON: {snippet!r}",
                 body=snippet,

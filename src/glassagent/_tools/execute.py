@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from glassagent._core.errors import ToolError
@@ -21,6 +21,14 @@ async def _guarded(awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         return True, await awaitable
     except Exception as exc:
         return False, exc
+
+
+def _call_sync(function: Callable[[], Any]) -> Any:
+    """Run a sync tool; a `StopIteration` it raises could not cross into a future (it hangs)."""
+    try:
+        return function()
+    except StopIteration as exc:
+        raise RuntimeError(f"StopIteration: {exc}") from exc
 
 
 def _serialise(value: Any) -> str:
@@ -70,7 +78,7 @@ async def execute_call(
     if tool.is_async:
         awaitable: Awaitable[Any] = tool.function(*args, **kwargs)
     else:
-        awaitable = asyncio.to_thread(functools.partial(tool.function, *args, **kwargs))
+        awaitable = asyncio.to_thread(_call_sync, functools.partial(tool.function, *args, **kwargs))
     timeout = tool.timeout if tool.timeout is not None else default_timeout
     try:
         ok, value = await asyncio.wait_for(_guarded(awaitable), timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from copy import deepcopy
 from typing import Any
 
 from glassagent._core.messages import ToolDefinition
@@ -22,7 +23,11 @@ def to_openai_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
-            "function": {"name": d.name, "description": d.description, "parameters": d.parameters},
+            "function": {
+                "name": d.name,
+                "description": d.description,
+                "parameters": deepcopy(d.parameters),
+            },
         }
         for d in definitions_of(tools)
     ]
@@ -37,7 +42,7 @@ def to_anthropic_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
         tools: Tools, plain functions or `ToolDefinition`s.
     """
     return [
-        {"name": d.name, "description": d.description, "input_schema": d.parameters}
+        {"name": d.name, "description": d.description, "input_schema": deepcopy(d.parameters)}
         for d in definitions_of(tools)
     ]
 
@@ -53,7 +58,11 @@ def to_gemini_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
         tools: Tools, plain functions or `ToolDefinition`s.
     """
     declarations = [
-        {"name": d.name, "description": d.description, "parametersJsonSchema": d.parameters}
+        {
+            "name": d.name,
+            "description": d.description,
+            "parametersJsonSchema": deepcopy(d.parameters),
+        }
         for d in definitions_of(tools)
     ]
     return [{"functionDeclarations": declarations}] if declarations else []

@@ -18,6 +18,7 @@ from glassagent._tools.tool import InvalidArguments
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_VALUES = frozenset({"default", "const", "enum", "examples"})  # data, not schemas
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ def _strip_titles(schema: Any) -> Any:
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
+        if key in _VALUES:
+            out[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
             out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
         else:
             out[key] = _strip_titles(value)
