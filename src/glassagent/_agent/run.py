@@ -223,10 +223,12 @@ class AgentRun:
         except Exception as exc:
             self._end_failed(exc)
         finally:
-            if self._on_end is not None and self._result is not None:
-                self._on_end(self._result)
-            if self._queue is not None:
-                self._queue.put_nowait(_END)
+            try:
+                if self._on_end is not None and self._result is not None:
+                    self._on_end(self._result)
+            finally:  # the consumer must learn of the end, whatever `on_end` did
+                if self._queue is not None:
+                    self._queue.put_nowait(_END)
 
     async def _loop(self) -> None:
         iteration = 0
