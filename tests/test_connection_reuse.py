@@ -5,7 +5,13 @@ import json
 
 import pytest
 
-from glassagent.llm import Message, OllamaClient, OpenAICompatibleClient
+from glassagent.llm import (
+    Message,
+    ModelSettings,
+    OllamaClient,
+    OpenAICompatibleClient,
+    RetryPolicy,
+)
 
 OPENAI_SSE = (
     b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": null}]}\n\n'
@@ -124,6 +130,19 @@ async def test_a_server_that_never_answers_is_not_retried_forever() -> None:
 
     server, connections, client = await dropping_server(answer_per_connection=0)
     async with server, client:
+        no_retries = ModelSettings(retry=RetryPolicy(max_retries=0))
         with pytest.raises(ProviderUnavailableError, match="without sending a response"):
-            _ = [p async for p in client.stream([Message(role="user", content="hello")])]
-        assert len(connections) == 2
+            _ = [
+                p
+                async for p in client.stream(
+                    [Message(role="user", content="hello")], settings=no_retries
+                )
+            ]
+        assert len(connections) == 2  # the dropped kept-alive connection, once more anew
+        fast = ModelSettings(retry=RetryPolicy(max_retries=2, initial_delay=0.01))
+        with pytest.raises(ProviderUnavailableError, match="without sending a response"):
+            _ = [
+                p
+                async for p in client.stream([Message(role="user", content="hello")], settings=fast)
+            ]
+        assert len(connections) == 2 + 3 * 2  # then the policy: three attempts in all

@@ -397,15 +397,6 @@ def test_an_unknown_tool_protocol_is_a_configuration_error() -> None:
 
 
 @respx.mock
-async def test_the_timeout_setting_reaches_httpx(client) -> None:
-    route = respx.post(URL).mock(
-        return_value=httpx.Response(200, json=completion({"content": "x"}))
-    )
-    await client.chat(HI, settings=ModelSettings(timeout=7.5))
-    assert route.calls[0].request.extensions["timeout"]["read"] == 7.5
-
-
-@respx.mock
 async def test_a_supplied_http_client_is_used_and_left_open() -> None:
     respx.post(URL).mock(return_value=httpx.Response(200, json=completion({"content": "x"})))
     async with httpx.AsyncClient() as http:

@@ -7,7 +7,8 @@ GlassAgentError
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
 │   ├── RateLimitError            slow down (.retry_after)
-│   ├── ProviderUnavailableError  5xx or unreachable; retryable
+│   ├── ProviderUnavailableError  408, 5xx, 529 or unreachable; retried
+│   │   └── ProviderTimeoutError  past the call's deadline or stalled (.kind, .seconds)
 │   ├── ResponseParseError        malformed body or truncated stream
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
@@ -15,6 +16,7 @@ GlassAgentError
 ├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
+    ├── RunTimeoutError           the run took longer than the agent's run_timeout (.seconds)
     └── RunAborted                run.abort() or cancellation (.reason)
 ```
 
@@ -30,11 +32,13 @@ from glassagent._core.errors import (
     HistoryValidationError,
     MaxIterationsExceeded,
     ProviderError,
+    ProviderTimeoutError,
     ProviderUnavailableError,
     RateLimitError,
     ResponseParseError,
     RunAborted,
     RunError,
+    RunTimeoutError,
     ToolError,
     UserError,
 )
@@ -48,11 +52,13 @@ __all__ = [
     "HistoryValidationError",
     "MaxIterationsExceeded",
     "ProviderError",
+    "ProviderTimeoutError",
     "ProviderUnavailableError",
     "RateLimitError",
     "ResponseParseError",
     "RunAborted",
     "RunError",
+    "RunTimeoutError",
     "ToolError",
     "UserError",
 ]

@@ -16,6 +16,7 @@ from glassagent._core.messages import (
     Message,
     MessageStatus,
     ModelSettings,
+    RetryNotice,
     Role,
     StopReason,
     StreamPart,
@@ -26,6 +27,7 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
+from glassagent._core.retry import RetryPolicy
 from glassagent._providers.factory import create_llm_client
 from glassagent._providers.gemini import GeminiClient
 from glassagent._providers.ollama import LlamaClient, OllamaClient
@@ -43,6 +45,8 @@ __all__ = [
     "ModelSettings",
     "OllamaClient",
     "OpenAICompatibleClient",
+    "RetryNotice",
+    "RetryPolicy",
     "Role",
     "StopReason",
     "StreamPart",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from glassagent._agent.run import AgentRun
+from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
@@ -176,9 +175,10 @@ class Agent(Generic[DepsT]):
     ) -> RunResult:
         """Run to the end and return the `RunResult`, from plain code or inside a running loop.
 
-        In a script this uses ``asyncio.run``. Inside an already running event loop (Jupyter),
-        the run executes on a fresh loop in a worker thread and this call blocks until it ends.
-        A client holding connections made on another loop may not reuse them there.
+        Every synchronous run executes on one long-lived event loop in a background thread,
+        and this call blocks until it ends; so it also works inside an already running loop
+        (Jupyter), and a client's kept-alive connections serve one call after another. Ctrl-C
+        (``KeyboardInterrupt``) aborts the run, keeping its partial answer, and is re-raised.
 
         Args:
             prompt: The user's message.
@@ -222,13 +222,3 @@ def _appender(history: History, parent: str | None) -> Callable[[RunResult], Non
 
 async def _await(run: AgentRun) -> RunResult:
     return await run
-
-
-def run_coroutine_sync(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run `coro` to completion from synchronous code, even inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="glassagent-run-sync") as pool:
-        return pool.submit(asyncio.run, coro).result()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from glassagent._core.result import RunResult
@@ -93,6 +93,24 @@ class ProviderUnavailableError(ProviderError):
     """The provider is temporarily unavailable (5xx, refused connection); retrying may help."""
 
 
+class ProviderTimeoutError(ProviderUnavailableError):
+    """A model call took too long: past its deadline, or no bytes arrived for too long.
+
+    Attributes:
+        kind: ``"deadline"`` (`ModelSettings.timeout`, the whole call, retries included; not
+            retried) or ``"stall"`` (`ModelSettings.stall_timeout` without a byte; retried
+            like a lost connection while nothing was passed on yet).
+        seconds: The limit that was reached.
+    """
+
+    def __init__(
+        self, message: str, *, kind: Literal["deadline", "stall"], seconds: float, provider: str
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.kind = kind
+        self.seconds = seconds
+
+
 class ResponseParseError(ProviderError):
     """The provider's response could not be understood (malformed body, truncated stream)."""
 
@@ -127,6 +145,18 @@ class MaxIterationsExceeded(RunError):
     def __init__(self, message: str, *, max_iterations: int) -> None:
         super().__init__(message)
         self.max_iterations = max_iterations
+
+
+class RunTimeoutError(RunError):
+    """The run took longer than the agent's `run_timeout`; what it produced so far is kept.
+
+    Attributes:
+        seconds: The limit that was reached.
+    """
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
 
 
 class RunAborted(RunError):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from glassagent._core.errors import UserError
+from glassagent._core.retry import RetryPolicy
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
@@ -163,9 +164,27 @@ class ModelSettings:
     thinking_budget: int | None = None
     """Tokens the model may spend on reasoning, for models that support it."""
     timeout: float | None = None
-    """Seconds to wait for one model call."""
+    """Seconds one model call may take in all, retries and waits included; past it the call
+    ends with `ProviderTimeoutError` (``kind="deadline"``). `None`: no deadline."""
     stop_sequences: tuple[str, ...] | None = None
     """Strings that end generation when produced."""
+    stall_timeout: float | None = None
+    """Seconds a model call may go without receiving a byte (`None`: 300, as local models on
+    a CPU can think for minutes before answering); past it `ProviderTimeoutError`
+    (``kind="stall"``)."""
+    max_response_bytes: int | None = None
+    """The largest answer body accepted, in bytes (`None`: 32 MiB); a larger one fails fast
+    with `ResponseParseError`, before it is held in memory."""
+    retry: RetryPolicy | None = None
+    """How failed calls are retried; `None`: the client's policy (by default `RetryPolicy()`)."""
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "stall_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UserError(f"ModelSettings.{name} must be a positive number of seconds.")
+        if self.max_response_bytes is not None and self.max_response_bytes <= 0:
+            raise UserError("ModelSettings.max_response_bytes must be positive.")
 
     def merge(self, other: ModelSettings | None) -> ModelSettings:
         """Return these settings overridden by every field `other` sets (not `None`).
@@ -234,8 +253,26 @@ class ThinkingDelta:
     """Tag of this stream part."""
 
 
-StreamPart = TextDelta | ThinkingDelta | LLMResponse
-"""What `BaseLLMClient.stream` yields: deltas, then exactly one final `LLMResponse`."""
+@dataclass(frozen=True, kw_only=True)
+class RetryNotice:
+    """A model call failed before any answer and will be tried again after `delay` seconds."""
+
+    attempt: int
+    """Which retry this is: 1 for the first."""
+    delay: float
+    """Seconds waited before the retry."""
+    error: str
+    """Why the previous attempt failed (never holds a key)."""
+    error_type: str
+    """The error's class name, e.g. ``RateLimitError``."""
+    status: int | None = None
+    """The HTTP status of the failure, when there was one."""
+    kind: Literal["retry"] = "retry"
+    """Tag of this stream part."""
+
+
+StreamPart = TextDelta | ThinkingDelta | RetryNotice | LLMResponse
+"""What `BaseLLMClient.stream` yields: deltas (and `RetryNotice`s), then one `LLMResponse`."""
 
 __all__ = [
     "ARGUMENTS_ERROR",
@@ -244,6 +281,7 @@ __all__ = [
     "Message",
     "MessageStatus",
     "ModelSettings",
+    "RetryNotice",
     "Role",
     "StopReason",
     "StreamPart",

@@ -6,7 +6,8 @@ import contextvars
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +27,19 @@ from glassagent._core.messages import (
     StreamPart,
     ToolDefinition,
 )
+from glassagent._core.retry import RetryPolicy
 from glassagent._providers import gemini_wire as wire
+from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.http import (
     clean_key,
     error_for_status,
     mask_key,
+    masked_cause,
     redact,
     retry_after_seconds,
 )
+from glassagent._providers.pools import PerLoop
+from glassagent._providers.transport import new_http_client
 
 if TYPE_CHECKING:
     import httpx
@@ -44,8 +50,9 @@ _RETRY_DELAY = re.compile(r"^\s*([0-9.]+)s\s*$")
 
 @dataclass
 class _Exchange:
-    """The httpx request and response of one model call, captured by client event hooks."""
+    """One attempt's httpx requests and responses (captured by client hooks), and its limits."""
 
+    limits: CallLimits
     requests: list[httpx.Request] = field(default_factory=list)
     responses: list[httpx.Response] = field(default_factory=list)
 
@@ -72,6 +79,7 @@ async def _on_request(request: httpx.Request) -> None:
 async def _on_response(response: httpx.Response) -> None:
     exchange = _EXCHANGE.get()
     if exchange is not None:
+        exchange.limits.guard(response)  # before google-genai reads the body
         exchange.responses.append(response)
 
 
@@ -104,6 +112,7 @@ class GeminiClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         base_url: str | None = None,
         streaming: bool = True,
+        retry: RetryPolicy | None = None,
     ) -> None:
         """Create a Gemini client.
 
@@ -115,6 +124,8 @@ class GeminiClient(BaseLLMClient):
             base_url: Another endpoint for the Gemini API (e.g. a proxy).
             streaming: Use the streaming endpoint in `stream`; when False, `stream` makes one
                 ``generateContent`` call and yields its text as one delta.
+            retry: How failed calls are retried (`ModelSettings.retry` overrides it per
+                call); by default `RetryPolicy()`. Gemini's ``RetryInfo`` delay is honoured.
 
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
@@ -125,27 +136,43 @@ class GeminiClient(BaseLLMClient):
                 f"GeminiClient needs an API key: pass api_key=... or set {ENV_KEY}."
             )
         try:
-            from google import genai
-            from google.genai import types
+            import google.genai  # noqa: F401
         except ImportError as exc:
             raise ConfigurationError(
                 'GeminiClient needs google-genai: pip install "glassagent[gemini]"'
             ) from exc
-        import httpx
-
         self.model = model
         self.streaming: bool = streaming
         """Whether `stream` uses the streaming endpoint."""
+        self.retry: RetryPolicy | None = retry
+        """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self.__key = key
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=120)
-        hooks = self._http.event_hooks
+        self._base_url = base_url
+        self._borrowed = None if http_client is None else self._sdk_client(http_client)
+        self._pools: PerLoop[tuple[httpx.AsyncClient, Any]] = PerLoop(self._own_sdk_client, _close)
+
+    def _sdk_client(self, http: httpx.AsyncClient) -> Any:
+        """A google-genai client sending through `http`, whose hooks capture each exchange."""
+        from google import genai
+        from google.genai import types
+
+        hooks = http.event_hooks
         if _on_request not in hooks["request"]:
             hooks["request"].append(_on_request)
             hooks["response"].append(_on_response)
-        self._http.event_hooks = hooks
-        options = types.HttpOptions(httpx_async_client=self._http, base_url=base_url)
-        self._genai = genai.Client(api_key=key, http_options=options)
+        http.event_hooks = hooks
+        options = types.HttpOptions(httpx_async_client=http, base_url=self._base_url)
+        return genai.Client(api_key=self.__key, http_options=options)
+
+    def _own_sdk_client(self) -> tuple[httpx.AsyncClient, Any]:
+        http = new_http_client()
+        return http, self._sdk_client(http)
+
+    async def _genai(self) -> Any:
+        """The google-genai client of the running loop (or the one on the borrowed client)."""
+        if self._borrowed is not None:
+            return self._borrowed
+        return (await self._pools.get())[1]
 
     def get_masked_api_key(self) -> str:
         """The API key's only printable form, e.g. ``AIza...x9Qk``."""
@@ -175,19 +202,11 @@ class GeminiClient(BaseLLMClient):
     ) -> LLMResponse:
         """Call ``generateContent`` and return the complete answer."""
         request = self._request(messages, tools, system, settings)
-        exchange = _Exchange()
-        token = _EXCHANGE.set(exchange)
-        try:
-            response = await self._genai.aio.models.generate_content(**request)
-            accumulator = wire.Accumulator()
-            accumulator.add(response)
-            return accumulator.response(
-                raw_response=response, raw_request=exchange.body(), streamed=False
-            )
-        except Exception as exc:
-            raise self._error(exc) from exc
-        finally:
-            _EXCHANGE.reset(token)
+
+        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            return self._chat_once(request, limits)
+
+        return await final_response(self._retrying(attempt, settings))
 
     async def stream(
         self,
@@ -198,27 +217,69 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamPart]:
         """Call ``streamGenerateContent`` (SSE): deltas as they arrive, then the answer."""
-        if not self.streaming:
-            async for part in super().stream(messages, tools, system, settings=settings):
-                yield part
-            return
         request = self._request(messages, tools, system, settings)
-        exchange = _Exchange()
+
+        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            if not self.streaming:
+                return self._chat_once(request, limits, deltas=True)
+            return self._stream_once(request, limits)
+
+        async with aclosing(self._retrying(attempt, settings)) as parts:
+            async for part in parts:
+                yield part
+
+    def _retrying(
+        self, attempt: Attempt, settings: ModelSettings | None
+    ) -> AsyncGenerator[StreamPart, None]:
+        return with_retries(attempt, settings=settings, policy=self.retry, provider="gemini")
+
+    async def _chat_once(
+        self, request: dict[str, Any], limits: CallLimits, *, deltas: bool = False
+    ) -> AsyncGenerator[StreamPart, None]:
+        """One ``generateContent`` attempt; with `deltas`, its thinking and text as deltas."""
+        exchange = _Exchange(limits)
+        token = _EXCHANGE.set(exchange)
+        failure: GlassAgentError | None = None
+        try:
+            sdk = await self._genai()
+            response = await limits.wait(sdk.aio.models.generate_content(**request))
+            accumulator = wire.Accumulator()
+            parts = accumulator.add(response)
+            final = accumulator.response(
+                raw_response=response, raw_request=exchange.body(), streamed=False
+            )
+        except Exception as exc:
+            failure = self._error(exc)
+        finally:
+            _EXCHANGE.reset(token)
+        if failure is not None:
+            raise failure  # outside the handler: the original is not chained as context
+        for part in parts if deltas else ():
+            yield part
+        yield final
+
+    async def _stream_once(
+        self, request: dict[str, Any], limits: CallLimits
+    ) -> AsyncGenerator[StreamPart, None]:
+        """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
+        exchange = _Exchange(limits)
         chunks: Any = None
         accumulator = wire.Accumulator()
         raw: list[Any] = []
+        failure: GlassAgentError | None = None
         try:
             token = _EXCHANGE.set(exchange)
             try:  # the request goes out with the first chunk: capture it, then stop capturing
-                chunks = await self._genai.aio.models.generate_content_stream(**request)
-                raw.append(await chunks.__anext__())
+                sdk = await self._genai()
+                chunks = await limits.wait(sdk.aio.models.generate_content_stream(**request))
+                raw.append(await limits.wait(chunks.__anext__()))
             except StopAsyncIteration:
                 pass
             finally:
                 _EXCHANGE.reset(token)
             for delta in accumulator.add(raw[0]) if raw else ():
                 yield delta
-            async for chunk in chunks:
+            while (chunk := await limits.wait(_next(chunks))) is not None:
                 raw.append(chunk)
                 for delta in accumulator.add(chunk):
                     yield delta
@@ -226,24 +287,26 @@ class GeminiClient(BaseLLMClient):
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
         except Exception as exc:
-            raise self._error(exc) from exc
+            failure = self._error(exc)
         finally:
-            await self._close(chunks, exchange)
+            await _close_stream(chunks, exchange)
+        if failure is not None:
+            raise failure  # outside the handler: the original is not chained as context
         yield response
 
-    @staticmethod
-    async def _close(chunks: Any, exchange: _Exchange) -> None:
-        """Close google-genai's stream and the HTTP response under it (e.g. on abort)."""
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        for http_response in exchange.responses:
-            await http_response.aclose()
-
     def _error(self, exc: Exception) -> GlassAgentError:
-        """The typed error for anything google-genai or httpx raised; never shows the key."""
+        """The typed error for anything google-genai or httpx raised; never shows the key.
+
+        Its ``__cause__`` is a key-free stand-in for `exc`, never `exc` itself: google-genai's
+        errors keep the response body, which may echo the key.
+        """
         if isinstance(exc, GlassAgentError):
             return exc
+        error = self._typed_error(exc)
+        error.__cause__ = masked_cause(exc, self.__key)
+        return error
+
+    def _typed_error(self, exc: Exception) -> GlassAgentError:
         import httpx
         from google.genai import errors as genai_errors
 
@@ -290,6 +353,26 @@ class GeminiClient(BaseLLMClient):
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this client created it."""
-        if self._owns_http:
-            await self._http.aclose()
+        """Close the HTTP clients this client created (a supplied one stays open)."""
+        await self._pools.aclose()
+
+
+async def _next(chunks: Any) -> Any:
+    """The next chunk of google-genai's stream, or `None` at its end."""
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def _close_stream(chunks: Any, exchange: _Exchange) -> None:
+    """Close google-genai's stream and the HTTP response under it (e.g. on abort)."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    for http_response in exchange.responses:
+        await http_response.aclose()
+
+
+async def _close(pair: tuple[httpx.AsyncClient, Any]) -> None:
+    await pair[0].aclose()

@@ -164,8 +164,6 @@ def to_config(
                 "thinking_budget": settings.thinking_budget,
                 "include_thoughts": True,
             }
-        if settings.timeout is not None:
-            config["http_options"] = {"timeout": int(settings.timeout * 1000)}
     return config
 
 

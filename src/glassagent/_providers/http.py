@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from glassagent._core.errors import (
     AuthenticationError,
@@ -14,7 +15,8 @@ from glassagent._core.errors import (
     RateLimitError,
 )
 
-RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504, 529})
+"""Statuses that mean "try again later": `ProviderUnavailableError` (429 is `RateLimitError`)."""
 _BODY_LIMIT = 2000
 
 
@@ -35,6 +37,29 @@ def redact(text: str, secret: str | None) -> str:
         if form and form in text:
             text = text.replace(form, mask_key(secret))
     return text
+
+
+class UpstreamError(Exception):
+    """Stands in for an exception of a library under a client, with any API key masked.
+
+    A typed error's ``__cause__`` is this, not the original: the original may hold the key
+    in its message, its body or the request it carries (a provider echoing the key back).
+    The original's traceback is kept; its own causes are masked the same way.
+    """
+
+
+_MAX_CAUSES = 8
+
+
+def masked_cause(exc: BaseException | None, secret: str | None, depth: int = 0) -> Any:
+    """A key-free `UpstreamError` for `exc` (with its chained causes), or `None`."""
+    if exc is None or depth >= _MAX_CAUSES:
+        return None
+    kind = type(exc)
+    stand_in = UpstreamError(redact(f"{kind.__module__}.{kind.__qualname__}: {exc}", secret))
+    stand_in.__cause__ = masked_cause(exc.__cause__ or exc.__context__, secret, depth + 1)
+    stand_in.__suppress_context__ = True
+    return stand_in.with_traceback(exc.__traceback__)
 
 
 def clean_key(key: str | None, variable: str) -> str | None:

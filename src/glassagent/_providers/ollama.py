@@ -6,7 +6,8 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.client import BaseLLMClient
@@ -29,7 +30,9 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
+from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol
+from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.openai_compat import parse_arguments, wire_tools
 from glassagent._providers.transport import HTTPTransport, error_message
 
@@ -41,6 +44,7 @@ OLLAMA_BASE_URL = "http://localhost:11434"
 DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
+_NO_SETTINGS = ModelSettings()
 _CHAT = "/api/chat"
 _SHOW = "/api/show"
 _DURATIONS = {
@@ -114,6 +118,8 @@ class OllamaClient(BaseLLMClient):
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
+        retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
+            by default `RetryPolicy()`.
 
     Raises:
         ConfigurationError: For an unknown tool protocol.
@@ -128,12 +134,15 @@ class OllamaClient(BaseLLMClient):
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: ToolProtocol = "auto",
+        retry: RetryPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'auto', 'native' or 'json'."
             )
         self.model = model
+        self.retry: RetryPolicy | None = retry
+        """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
@@ -182,7 +191,8 @@ class OllamaClient(BaseLLMClient):
         if self._configured != "auto":
             return self._configured
         if self.model not in self._capabilities:
-            info = await self._transport.post_json(_SHOW, {"model": self.model}, None)
+            limits = CallLimits.first(_NO_SETTINGS, self.provider_name)
+            info = await self._transport.post_json(_SHOW, {"model": self.model}, limits)
             info = info if isinstance(info, dict) else {}
             capabilities = info.get("capabilities")
             if isinstance(capabilities, list):
@@ -281,15 +291,26 @@ class OllamaClient(BaseLLMClient):
             messages: The conversation so far, oldest first.
             tools: Tools the model may call.
             system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, thinking and timeout.
+            settings: Temperature, max tokens, stop sequences, thinking, limits and retries.
         """
         body, json_mode = await self._body(messages, tools, system, settings, stream=False)
-        timeout = settings.timeout if settings else None
-        raw = self._check(await self._transport.post_json(_CHAT, body, timeout), "a body")
-        message = raw.get("message") or {}
-        calls = [_tool_call(c) for c in message.get("tool_calls") or []]
-        parts = ([message.get("content") or ""], [message.get("thinking") or ""], calls)
-        return self._response(parts, raw, body, raw, json_mode)
+
+        async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            raw = await self._transport.post_json(_CHAT, body, limits)
+            raw = self._check(raw, "a body")
+            message = raw.get("message") or {}
+            calls = [_tool_call(c) for c in message.get("tool_calls") or []]
+            parts = ([message.get("content") or ""], [message.get("thinking") or ""], calls)
+            yield self._response(parts, raw, body, raw, json_mode)
+
+        return await final_response(self._retrying(attempt, settings))
+
+    def _retrying(
+        self, attempt: Attempt, settings: ModelSettings | None
+    ) -> AsyncGenerator[StreamPart, None]:
+        return with_retries(
+            attempt, settings=settings, policy=self.retry, provider=self.provider_name
+        )
 
     async def stream(
         self,
@@ -309,7 +330,7 @@ class OllamaClient(BaseLLMClient):
             messages: The conversation so far, oldest first.
             tools: Tools the model may call.
             system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, thinking and timeout.
+            settings: Temperature, max tokens, stop sequences, thinking, limits and retries.
 
         Yields:
             `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
@@ -318,11 +339,22 @@ class OllamaClient(BaseLLMClient):
             ResponseParseError: For a malformed line or a stream that ends before ``done``.
         """
         body, json_mode = await self._body(messages, tools, system, settings, stream=True)
-        timeout = settings.timeout if settings else None
+
+        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            return self._stream_once(body, json_mode, limits)
+
+        async with aclosing(self._retrying(attempt, settings)) as parts:
+            async for part in parts:
+                yield part
+
+    async def _stream_once(
+        self, body: dict[str, Any], json_mode: bool, limits: CallLimits
+    ) -> AsyncGenerator[StreamPart, None]:
+        """One streamed attempt: read the NDJSON body to its end, yielding parts as they come."""
         parts: tuple[list[str], list[str], list[ToolCall]] = ([], [], [])
         chunks: list[Any] = []
         last: dict[str, Any] | None = None
-        async with self._transport.stream(_CHAT, body, timeout) as response:
+        async with self._transport.stream(_CHAT, body, limits) as response:
             async for line in self._transport.lines(response, _CHAT):
                 if last is not None or not line.strip():  # after `done`: read to the end,
                     continue  # so the connection goes back to the pool

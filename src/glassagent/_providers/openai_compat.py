@@ -6,7 +6,8 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.client import BaseLLMClient
@@ -25,8 +26,10 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol
-from glassagent._providers.http import clean_key
+from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.http import clean_key, redact
 from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport, error_message
 
@@ -218,6 +221,8 @@ class OpenAICompatibleClient(BaseLLMClient):
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
+        retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
+            by default `RetryPolicy()`.
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, or for an
@@ -232,6 +237,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: Literal["native", "json"] = "native",
+        retry: RetryPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -250,6 +256,9 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
         self.tool_protocol = tool_protocol
+        self.retry: RetryPolicy | None = retry
+        """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self._secret = key or None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -316,9 +325,9 @@ class OpenAICompatibleClient(BaseLLMClient):
         return json_protocol.read_response(response) if json_mode else response
 
     def _parse_error(self, detail: str, raw: Any) -> ResponseParseError:
-        snippet = json.dumps(raw)[:500] if raw is not None else None
+        snippet = redact(json.dumps(raw)[:500], self._secret) if raw is not None else None
         return ResponseParseError(
-            f"{self.provider_name} answered with {detail}.",
+            redact(f"{self.provider_name} answered with {detail}.", self._secret),
             body=snippet,
             provider=self.provider_name,
         )
@@ -333,10 +342,11 @@ class OpenAICompatibleClient(BaseLLMClient):
         return chunk
 
     def _stream_error(self, chunk: dict[str, Any]) -> ProviderError:
-        message = error_message(json.dumps(chunk)) or chunk.get("message") or "no details"
+        body = redact(json.dumps(chunk), self._secret)
+        message = error_message(body) or chunk.get("message") or "no details"
         return ProviderError(
-            f"{self.provider_name} reported an error mid-stream: {message}",
-            body=json.dumps(chunk)[:500],
+            redact(f"{self.provider_name} reported an error mid-stream: {message}", self._secret),
+            body=body[:500],
             provider=self.provider_name,
         )
 
@@ -354,21 +364,31 @@ class OpenAICompatibleClient(BaseLLMClient):
             messages: The conversation so far, oldest first.
             tools: Tools the model may call.
             system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences and timeout.
+            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
         """
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=False)
-        timeout = settings.timeout if settings else None
-        raw = await self._transport.post_json(_PATH, body, timeout)
-        choices = raw.get("choices") if isinstance(raw, dict) else None
-        if not choices or not isinstance(choices[0], dict):
-            raise self._parse_error("a body without choices", raw)
-        message = choices[0].get("message") or {}
-        assembly = _Assembly()
-        assembly.add_meta(raw)
-        assembly.add_delta(message)
-        assembly.finish_reason = choices[0].get("finish_reason")
-        return self._finish(assembly, body, raw, json_mode)
+
+        async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            raw = await self._transport.post_json(_PATH, body, limits)
+            choices = raw.get("choices") if isinstance(raw, dict) else None
+            if not choices or not isinstance(choices[0], dict):
+                raise self._parse_error("a body without choices", raw)
+            message = choices[0].get("message") or {}
+            assembly = _Assembly()
+            assembly.add_meta(raw)
+            assembly.add_delta(message)
+            assembly.finish_reason = choices[0].get("finish_reason")
+            yield self._finish(assembly, body, raw, json_mode)
+
+        return await final_response(self._retrying(attempt, settings))
+
+    def _retrying(
+        self, attempt: Attempt, settings: ModelSettings | None
+    ) -> AsyncGenerator[StreamPart, None]:
+        return with_retries(
+            attempt, settings=settings, policy=self.retry, provider=self.provider_name
+        )
 
     async def stream(
         self,
@@ -388,7 +408,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             messages: The conversation so far, oldest first.
             tools: Tools the model may call.
             system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences and timeout.
+            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
 
         Yields:
             `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
@@ -398,11 +418,22 @@ class OpenAICompatibleClient(BaseLLMClient):
         """
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=True)
-        timeout = settings.timeout if settings else None
+
+        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            return self._stream_once(body, json_mode, limits)
+
+        async with aclosing(self._retrying(attempt, settings)) as parts:
+            async for part in parts:
+                yield part
+
+    async def _stream_once(
+        self, body: dict[str, Any], json_mode: bool, limits: CallLimits
+    ) -> AsyncGenerator[StreamPart, None]:
+        """One streamed attempt: read the SSE body to its end, yielding parts as they come."""
         assembly = _Assembly()
         chunks: list[Any] = []
         done = False
-        async with self._transport.stream(_PATH, body, timeout) as response:
+        async with self._transport.stream(_PATH, body, limits) as response:
             async for event, data in sse_events(self._transport.lines(response, _PATH)):
                 if done:  # read to the end, so the connection goes back to the pool
                     continue

@@ -1,8 +1,9 @@
 """`HTTPTransport`: the JSON-over-HTTP plumbing the raw-httpx clients share.
 
-It owns (or borrows) an ``httpx.AsyncClient``, posts JSON bodies, opens streamed responses,
-and turns every transport failure and error status into the typed error tree. httpx is
-imported only when a request is made, so importing a client module stays cheap.
+It owns one ``httpx.AsyncClient`` per event loop (or borrows yours), posts JSON bodies, opens
+streamed responses bounded by the call's `CallLimits`, and turns every transport failure and
+error status into the typed error tree, with any key masked also in the chained cause. httpx
+is imported only when a request is made, so importing a client module stays cheap.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import ProviderError, ProviderUnavailableError, ResponseParseError
-from glassagent._providers.http import error_for_status, redact, retry_after_seconds
+from glassagent._providers.call import CallLimits
+from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
+from glassagent._providers.pools import PerLoop
 
 if TYPE_CHECKING:
     import httpx
 
-DEFAULT_TIMEOUT_SECONDS = 300.0
-"""Read timeout of an owned client: local models on a CPU can take minutes per answer."""
 CONNECT_TIMEOUT_SECONDS = 10.0
-"""Connect timeout of an owned client."""
+"""Connect timeout of an owned client (reads are bounded per call by `CallLimits`)."""
 
 StatusHook = Callable[[int, str], "ProviderError | None"]
 """Maps an error status and body to a provider-specific error, or `None` for the default."""
@@ -62,7 +63,7 @@ class HTTPTransport:
         self.base_url = base_url.rstrip("/")
         self._headers = headers
         self._borrowed = http_client
-        self._owned: httpx.AsyncClient | None = None
+        self._pools: PerLoop[httpx.AsyncClient] = PerLoop(new_http_client, close_http_client)
         self._secret = secret
         self._start_hint = start_hint
         self._status_hook = status_hook
@@ -70,73 +71,56 @@ class HTTPTransport:
     def __repr__(self) -> str:
         return f"HTTPTransport(provider={self.provider!r}, base_url={self.base_url!r})"
 
-    def _client(self) -> httpx.AsyncClient:
+    async def _client(self) -> httpx.AsyncClient:
+        """The borrowed client, or the owned one of the running event loop."""
         if self._borrowed is not None:
             return self._borrowed
-        if self._owned is None:
-            import httpx
-
-            timeout = httpx.Timeout(DEFAULT_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
-            self._owned = httpx.AsyncClient(timeout=timeout)
-        return self._owned
+        return await self._pools.get()
 
     async def aclose(self) -> None:
-        """Close the owned HTTP client; a borrowed one is left to its owner."""
-        if self._owned is not None:
-            owned, self._owned = self._owned, None
-            await owned.aclose()
+        """Close the owned HTTP clients (of every loop); a borrowed one is left to its owner."""
+        await self._pools.aclose()
 
-    def _request(self, path: str, body: dict[str, Any], timeout: float | None) -> httpx.Request:
-        import httpx
-
-        client = self._client()
-        extensions = {}
-        if timeout is not None:
-            extensions["timeout"] = httpx.Timeout(timeout).as_dict()
-        return client.build_request(
-            "POST",
-            self.base_url + path,
-            json=body,
-            headers=self._headers,
-            extensions=extensions,
-        )
-
-    async def post_json(self, path: str, body: dict[str, Any], timeout: float | None) -> Any:
+    async def post_json(self, path: str, body: dict[str, Any], limits: CallLimits) -> Any:
         """POST `body` to `path` and return the parsed JSON answer.
 
         Raises:
             ProviderError: Or a subclass, for error statuses and transport failures.
             ResponseParseError: When the answer is not JSON.
         """
-        async with self.stream(path, body, timeout) as response:
+        async with self.stream(path, body, limits) as response:
             try:
                 content = await response.aread()
             except Exception as exc:
-                raise self._transport_error(exc, path) from exc
+                raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
         try:
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             snippet = redact(content.decode("utf-8", "replace"), self._secret)[:200]
             raise ResponseParseError(
                 f"{self.provider} answered with a body that is not JSON: {snippet!r}",
                 body=snippet,
                 provider=self.provider,
-            ) from exc
+            ) from masked_cause(exc, self._secret)
 
     @asynccontextmanager
     async def stream(
-        self, path: str, body: dict[str, Any], timeout: float | None
+        self, path: str, body: dict[str, Any], limits: CallLimits
     ) -> AsyncIterator[httpx.Response]:
         """POST `body` and yield the open response; it is closed when the block exits.
 
         Error statuses raise before the block is entered. Use `lines` to read the body, so
-        that a connection lost mid-stream raises a typed error too.
+        that a connection lost mid-stream raises a typed error too. Waiting for the answer
+        and each read of its body are bounded by `limits`, and so is the body's size.
         """
-        request = self._request(path, body, timeout)
+        client = await self._client()
+        url = self.base_url + path
+        request = client.build_request("POST", url, json=body, headers=self._headers)
         try:
-            response = await self._send(request)
+            response = await limits.wait(self._send(client, request))
         except Exception as exc:
-            raise self._transport_error(exc, path) from exc
+            raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
+        limits.guard(response)
         try:
             if response.status_code >= 400:
                 await self._raise_for_status(response, path)
@@ -144,7 +128,8 @@ class HTTPTransport:
         finally:
             await response.aclose()
 
-    async def _send(self, request: httpx.Request) -> httpx.Response:
+    @staticmethod
+    async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
         """Send `request`; retry once on a new connection when a kept-alive one was dropped.
 
         Servers may close an idle kept-alive connection just as a request goes out on it
@@ -153,7 +138,6 @@ class HTTPTransport:
         """
         import httpx
 
-        client = self._client()
         try:
             return await client.send(request, stream=True)
         except httpx.RemoteProtocolError as exc:
@@ -170,14 +154,14 @@ class HTTPTransport:
             except StopAsyncIteration:
                 return
             except Exception as exc:
-                raise self._transport_error(exc, path) from exc
+                raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
             yield line
 
     async def _raise_for_status(self, response: httpx.Response, path: str) -> None:
         try:
             raw = await response.aread()
         except Exception as exc:
-            raise self._transport_error(exc, path) from exc
+            raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
         text = raw.decode("utf-8", "replace")
         status = response.status_code
         if self._status_hook is not None and (custom := self._status_hook(status, text)):
@@ -195,6 +179,8 @@ class HTTPTransport:
         """The typed error for an httpx failure (other exceptions are wrapped as-is)."""
         import httpx
 
+        if isinstance(exc, ProviderError):
+            return exc
         url = self.base_url + path
         detail = redact(f"{type(exc).__name__}: {exc}", self._secret)
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
@@ -206,6 +192,16 @@ class HTTPTransport:
         if isinstance(exc, httpx.TransportError):
             message = f"The connection to {self.provider} at {url} was lost ({detail})."
             return ProviderUnavailableError(message, provider=self.provider)
-        if isinstance(exc, ProviderError):
-            return exc
         return ProviderError(f"{self.provider} request failed: {detail}", provider=self.provider)
+
+
+def new_http_client() -> httpx.AsyncClient:
+    """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS))
+
+
+async def close_http_client(client: httpx.AsyncClient) -> None:
+    """Close an owned ``httpx.AsyncClient``."""
+    await client.aclose()

@@ -1,0 +1,243 @@
+"""One model call of a built-in client: its deadline, stall timeout, size limit and retries.
+
+Every built-in client makes a call as *attempts*: async generators of stream parts that each
+get a fresh `CallLimits`. `with_retries` runs attempts until one succeeds or the
+`RetryPolicy` says stop, yielding a `RetryNotice` before each retry; `final_response` is the
+non-streamed form. `CallLimits.wait` bounds every await of the network by the call's
+deadline and stall timeout; `CallLimits.guard` bounds an httpx response body by size (and
+each read of it by time) before httpx buffers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from glassagent._core.errors import ProviderError, ProviderTimeoutError, ResponseParseError
+from glassagent._core.messages import LLMResponse, ModelSettings, RetryNotice, StreamPart
+from glassagent._core.retry import DEFAULT_RETRY, RetryPolicy
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_STALL_SECONDS = 300.0
+"""Seconds without a byte before a call stalls, unless `ModelSettings.stall_timeout` says."""
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""The largest answer body, unless `ModelSettings.max_response_bytes` says."""
+
+_T = TypeVar("_T")
+_NO_SETTINGS = ModelSettings()
+logger = logging.getLogger("glassagent")
+
+
+@dataclass(kw_only=True)
+class CallLimits:
+    """The limits of one attempt of a model call."""
+
+    provider: str
+    deadline: float | None
+    """``loop.time()`` at which the whole call (all attempts) must end, or `None`."""
+    timeout: float | None
+    stall: float
+    max_bytes: int
+    received: int = 0
+
+    @classmethod
+    def first(cls, settings: ModelSettings, provider: str) -> CallLimits:
+        """The limits of a call's first attempt, its deadline counted from now."""
+        timeout = settings.timeout
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        return cls(
+            provider=provider,
+            deadline=deadline,
+            timeout=timeout,
+            stall=settings.stall_timeout or DEFAULT_STALL_SECONDS,
+            max_bytes=settings.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES,
+        )
+
+    def again(self) -> CallLimits:
+        """The limits of the next attempt: the same deadline, a fresh byte count."""
+        return CallLimits(
+            provider=self.provider,
+            deadline=self.deadline,
+            timeout=self.timeout,
+            stall=self.stall,
+            max_bytes=self.max_bytes,
+        )
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (`None`: no deadline)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - asyncio.get_running_loop().time()
+
+    async def wait(self, awaitable: Awaitable[_T]) -> _T:
+        """Await `awaitable` until the deadline or the stall timeout, whichever is first.
+
+        Raises:
+            ProviderTimeoutError: When either is reached first (`awaitable` is cancelled).
+        """
+        loop = asyncio.get_running_loop()
+        stall_end = loop.time() + self.stall
+        is_deadline = self.deadline is not None and self.deadline <= stall_end
+        end = self.deadline if is_deadline and self.deadline is not None else stall_end
+        try:
+            return await _wait_until(awaitable, end, loop)
+        except _Expired:
+            pass
+        if is_deadline:
+            message = f"{self.provider} did not finish the call within {self.timeout:g} s"
+            raise ProviderTimeoutError(
+                message + " (ModelSettings.timeout).",
+                kind="deadline",
+                seconds=self.timeout or 0.0,
+                provider=self.provider,
+            ) from None
+        message = f"{self.provider} sent nothing for {self.stall:g} s"
+        raise ProviderTimeoutError(
+            message + " (ModelSettings.stall_timeout).",
+            kind="stall",
+            seconds=self.stall,
+            provider=self.provider,
+        ) from None
+
+    def count(self, size: int) -> None:
+        """Add `size` received bytes; fail once the body is larger than allowed.
+
+        Raises:
+            ResponseParseError: When the body exceeds the limit.
+        """
+        self.received += size
+        if self.received > self.max_bytes:
+            raise ResponseParseError(
+                f"{self.provider} sent an answer larger than {self.max_bytes} bytes "
+                "(ModelSettings.max_response_bytes); it was not read further.",
+                provider=self.provider,
+            )
+
+    def guard(self, response: httpx.Response) -> None:
+        """Bound `response`'s body: each read by time, the whole by size."""
+        inner = cast("httpx.AsyncByteStream", response.stream)
+        response.stream = _guarded_stream()(inner, self)  # type: ignore[call-arg]
+
+
+class _Expired(Exception):
+    """The time limit of one `CallLimits.wait` was reached."""
+
+
+if sys.version_info >= (3, 11):
+
+    async def _wait_until(
+        awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
+    ) -> _T:
+        try:
+            async with asyncio.timeout_at(end) as scope:
+                return await awaitable
+        except TimeoutError:
+            if scope.expired():
+                raise _Expired from None
+            raise
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _wait_until(
+        awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
+    ) -> _T:
+        try:
+            return await asyncio.wait_for(awaitable, max(0.0, end - loop.time()))
+        except asyncio.TimeoutError:
+            raise _Expired from None
+
+
+@cache
+def _guarded_stream() -> type[httpx.AsyncByteStream]:
+    """The class of guarded bodies (made on first use: httpx is imported lazily)."""
+    import httpx
+
+    class GuardedStream(httpx.AsyncByteStream):
+        """An httpx byte stream whose reads are bounded by `CallLimits`."""
+
+        def __init__(self, inner: httpx.AsyncByteStream, limits: CallLimits) -> None:
+            self._inner = inner
+            self._limits = limits
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            chunks = self._inner.__aiter__()
+            limits = self._limits
+            while True:
+                try:
+                    chunk = await limits.wait(chunks.__anext__())
+                except StopAsyncIteration:
+                    return
+                limits.count(len(chunk))
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return GuardedStream
+
+
+Attempt = Callable[[CallLimits], AsyncGenerator[StreamPart, None]]
+"""One try of a model call: stream parts under the given limits."""
+
+
+async def with_retries(
+    attempt: Attempt,
+    *,
+    settings: ModelSettings | None,
+    policy: RetryPolicy | None,
+    provider: str,
+) -> AsyncGenerator[StreamPart, None]:
+    """Run `attempt` until it succeeds, retrying by the policy while nothing was passed on.
+
+    The policy is ``settings.retry``, else `policy` (the client's), else `RetryPolicy()`.
+
+    Yields:
+        The parts of the successful attempt, and a `RetryNotice` before each retry.
+    """
+    settings = settings or _NO_SETTINGS
+    policy = settings.retry or policy or DEFAULT_RETRY
+    limits = CallLimits.first(settings, provider)
+    retry = 0
+    while True:
+        passed_on = False
+        try:
+            async with aclosing(attempt(limits)) as parts:
+                async for part in parts:
+                    passed_on = passed_on or not isinstance(part, LLMResponse)
+                    yield part
+            return
+        except ProviderError as exc:
+            delay = None if passed_on else policy.delay(retry, exc, remaining=limits.remaining())
+            if delay is None:
+                raise
+            notice = RetryNotice(
+                attempt=retry + 1,
+                delay=delay,
+                error=str(exc),
+                error_type=type(exc).__name__,
+                status=exc.status,
+            )
+        retry += 1
+        logger.info("%s: retry %d in %.2f s after %s", provider, retry, delay, notice.error)
+        yield notice
+        await asyncio.sleep(delay)
+        limits = limits.again()
+
+
+async def final_response(parts: AsyncGenerator[StreamPart, None]) -> LLMResponse:
+    """The `LLMResponse` at the end of `parts` (deltas and notices are dropped)."""
+    response: LLMResponse | None = None
+    async with aclosing(parts):
+        async for part in parts:
+            if isinstance(part, LLMResponse):
+                response = part
+    assert response is not None, "an attempt ended without its LLMResponse"
+    return response

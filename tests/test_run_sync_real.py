@@ -1,0 +1,90 @@
+"""`run_sync` and `await run` on one client, against a real keep-alive server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from glassagent import Agent
+from glassagent.llm import Message, OllamaClient, OpenAICompatibleClient
+from loopback_server import LoopbackServer, Reply, openai_reply
+
+
+def answering(text: str) -> LoopbackServer:
+    return LoopbackServer(openai_reply(text))
+
+
+def test_repeated_run_sync_reuses_one_kept_alive_connection() -> None:
+    with answering("hi") as server:
+        agent = Agent(OpenAICompatibleClient("m", base_url=server.url + "/v1", api_key=""))
+        answers = [agent.run_sync(f"question {n}").text for n in range(5)]
+        assert answers == ["hi"] * 5
+        assert len(server.requests) == 5
+        assert server.connections == 1  # one pool, one loop, one connection
+        asyncio.run(agent.client.aclose())  # closes the pool of the sync loop, from another
+        assert agent.run_sync("after closing").text == "hi"
+        assert server.connections == 2
+        asyncio.run(agent.client.aclose())
+
+
+def test_run_sync_then_await_run_then_aclose() -> None:
+    with answering("hi") as server:
+        client = OpenAICompatibleClient("m", base_url=server.url + "/v1", api_key="")
+        agent = Agent(client)
+        assert agent.run_sync("one").text == "hi"
+
+        async def later() -> list[str]:
+            texts = [(await agent.run("two")).text]
+            texts.append(agent.run_sync("three inside a running loop").text)
+            texts.append((await agent.run("four")).text)
+            await client.aclose()
+            return texts
+
+        assert asyncio.run(later()) == ["hi", "hi", "hi"]
+        assert len(server.requests) == 4
+
+
+def test_asyncio_run_twice_on_one_client() -> None:
+    """Scripts call asyncio.run more than once with one client: each loop gets its own pool."""
+    with answering("hi") as server:
+        client = OpenAICompatibleClient("m", base_url=server.url + "/v1", api_key="")
+
+        async def ask() -> str:
+            response = await client.chat([Message(role="user", content="hello")])
+            return response.text
+
+        assert [asyncio.run(ask()) for _ in range(3)] == ["hi"] * 3
+        asyncio.run(client.aclose())
+
+
+def test_run_sync_from_several_threads_at_once() -> None:
+    with answering("hi") as server:
+        agent = Agent(OpenAICompatibleClient("m", base_url=server.url + "/v1", api_key=""))
+        answers: list[str] = []
+
+        def ask() -> None:
+            answers.append(agent.run_sync("hello").text)
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert answers == ["hi"] * 4
+        asyncio.run(agent.client.aclose())
+
+
+def test_ollama_client_survives_repeated_run_sync() -> None:
+    import json
+
+    body = (
+        json.dumps({"message": {"role": "assistant", "content": "hi"}, "done": False})
+        + "\n"
+        + json.dumps({"message": {"role": "assistant", "content": ""}, "done": True})
+        + "\n"
+    ).encode()
+    with LoopbackServer(lambda request: Reply.body(body)) as server:
+        agent = Agent(OllamaClient("m", base_url=server.url, tool_protocol="native"))
+        assert [agent.run_sync("hello").text for _ in range(3)] == ["hi"] * 3
+        assert server.connections == 1
+        asyncio.run(agent.client.aclose())
