@@ -16,7 +16,7 @@ from glassagent.history import History, HistoryStore
 from glassagent.llm import Message, ToolCall
 
 PACKAGE = str(Path(glassagent.__file__).parent)
-LINEAR = 4.4  # the most four times the input may cost, relative to the input itself
+LINEAR = 4.4  # how many times the work may grow when the input grows four times
 
 
 def lines_run(action: Callable[[], object]) -> int:
