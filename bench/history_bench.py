@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 
 from glassagent.history import History
-from glassagent.llm import Message
+from glassagent.llm import Message, ToolCall
 
 SIZES = (1_000, 10_000, 100_000)
 REPEATS = 3
 APPENDS = 1_000
+TOOL_RESULTS = 20_000  # results of one assistant message's calls, appended one after another
 TARGET_MS = 20.0  # 100k-message thread extraction on an already-loaded history
 
 
@@ -94,6 +95,19 @@ def measure(count: int) -> dict[str, float]:
     }
 
 
+def tool_results_ms(count: int) -> float:
+    """Appending the results of `count` calls made by one assistant message, in milliseconds."""
+    history = History()
+    history.append(Message(role="user", content="go"))
+    calls = tuple(ToolCall(id=f"call-{i}", name="lookup", input={}) for i in range(count))
+    history.append(Message(role="assistant", content="", tool_calls=calls))
+    results = [Message(role="tool", content="ok", tool_call_id=c.id) for c in calls]
+    started = time.perf_counter()
+    for result in results:
+        history.append(result)
+    return (time.perf_counter() - started) * 1000
+
+
 def main() -> None:
     """Print the table."""
     rows = {count: measure(count) for count in SIZES}
@@ -113,6 +127,10 @@ def main() -> None:
     print(
         f"\n100k thread extraction on a loaded history: {largest['thread']:.2f} ms ({verdict} the "
         f"{TARGET_MS:.0f} ms target); a cold walk of a 100k path: {largest['walk']:.1f} ms."
+    )
+    print(
+        f"{TOOL_RESULTS:,} tool results appended below one assistant message: "
+        f"{tool_results_ms(TOOL_RESULTS):.0f} ms."
     )
 
 

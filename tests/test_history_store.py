@@ -1,10 +1,16 @@
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import glassagent
+import glassagent._history.store as store_module
 from glassagent.errors import HistoryConflictError, HistoryValidationError, UserError
 from glassagent.history import History, HistoryLimits, HistoryStore
 from glassagent.llm import Message
@@ -211,3 +217,109 @@ def test_invalid_and_oversized_files_are_refused(tmp_path: Path) -> None:
     store.path("big").write_bytes(b" " * 201)
     with pytest.raises(HistoryValidationError, match="201 bytes exceed"):
         store.load("big")
+
+
+# ---- leftovers of killed saves -------------------------------------------------------------
+
+# A child process that saves a 1 MB chat and stops after writing it, before the fsync and the
+# rename: it holds the store's lock and its temporary file exists, as in any save under way.
+STUCK_SAVE = """
+import os, sys, time
+from glassagent.history import History, HistoryStore
+from glassagent.llm import Message
+
+store = HistoryStore(sys.argv[1])
+history = History()
+history.append(Message(role="user", content="x" * 1_000_000))
+
+def stuck(fd):
+    print("writing", flush=True)
+    time.sleep(60)
+
+os.fsync = stuck
+store.save(sys.argv[2], history)
+"""
+
+
+def start_stuck_save(directory: Path, chat_id: str) -> "subprocess.Popen[str]":
+    source = str(Path(glassagent.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", STUCK_SAVE, str(directory), chat_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    if child.stdout.readline() != "writing\n":  # pragma: no cover - the child failed
+        child.kill()
+        child.wait()
+        pytest.fail("the saving child did not start writing")
+    return child
+
+
+def kill(child: "subprocess.Popen[str]") -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    assert child.stdout is not None
+    child.stdout.close()
+
+
+def temp_files(directory: Path, chat_id: str) -> list[Path]:
+    return sorted(directory.glob(f".{chat_id}.json.*.tmp"))
+
+
+def backdate(path: Path, seconds: float = 3600) -> None:
+    old = time.time() - seconds
+    os.utime(path, (old, old))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and flock are POSIX")
+def test_temp_files_of_killed_saves_are_removed_but_never_a_live_one(tmp_path: Path) -> None:
+    HistoryStore(tmp_path).save("kept", chat("x"))
+    names = ("notes.tmp", ".kept.json.tmp", "a.json.abcdefgh.tmp", ".-a.json.abcdefgh.tmp")
+    unrelated = [tmp_path / name for name in names]  # not names a save's temporary file has
+    for path in unrelated:
+        path.write_text("not a leftover of a save")
+        backdate(path)
+
+    first = start_stuck_save(tmp_path, "a")
+    try:
+        [live] = temp_files(tmp_path, "a")
+        assert live.stat().st_size > 1_000_000
+        backdate(live)  # even an old-looking file of a save under way is left alone
+        HistoryStore(tmp_path)
+        assert live.exists()
+    finally:
+        kill(first)
+    [leftover] = temp_files(tmp_path, "a")  # SIGKILL ran no cleanup
+
+    second = start_stuck_save(tmp_path, "b")  # it got the lock its killed predecessor held
+    kill(second)
+    [fresh] = temp_files(tmp_path, "b")
+
+    store = HistoryStore(tmp_path)
+    assert not leftover.exists()  # older than ten minutes, and no save under way
+    assert fresh.exists()  # could still belong to a writer outside the lock (History.save)
+    assert all(path.exists() for path in unrelated)
+    assert store.list() == ["kept"]
+    assert [m.content for m in store.load("kept").thread()] == ["x"]
+
+
+def test_a_long_open_store_sweeps_when_it_saves_at_most_every_ten_minutes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1_000.0]
+    monkeypatch.setattr(store_module, "monotonic", lambda: clock[0])
+    store = HistoryStore(tmp_path)
+    first = tmp_path / ".c.json.abcd_123.tmp"
+    first.write_bytes(b"{")
+    backdate(first)
+    store.save("c", chat("one"))
+    assert first.exists()  # swept on opening, a moment ago
+    clock[0] += 601
+    history = store.load("c")
+    history.append(Message(role="user", content="two"))
+    store.save("c", history)
+    assert not first.exists()
+    assert files(tmp_path) == ["c.json"]

@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from time import monotonic, time
 
 from glassagent._core.errors import HistoryConflictError, UserError
 from glassagent._history.files import read_bounded, revision_of, write_atomic
@@ -20,6 +21,8 @@ MAX_CHAT_ID_LENGTH = 128
 _CHAT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SUFFIX = ".json"
 _LOCK_NAME = ".glassagent-store.lock"
+_TEMP_NAME = re.compile(r"\.(.+)\.json\.[a-z0-9_]{8}\.tmp")  # write_atomic's mkstemp names
+_STALE_AFTER = 600.0  # seconds; an older temporary file is taken to belong to no save under way
 
 
 def check_chat_id(chat_id: object) -> str:
@@ -53,6 +56,12 @@ class HistoryStore:
     saving it over a chat that another writer changed since raises `HistoryConflictError`
     instead of silently dropping that writer's turn. Reload, re-apply, and save again.
 
+    A save killed mid-write (SIGKILL, power loss) leaves its temporary file,
+    ``.<chat_id>.json.<random>.tmp``, behind. The store removes such files when it is opened,
+    and when it saves (at most every ten minutes): only files of that name, only those older
+    than ten minutes, and only while it holds the store's lock, so the temporary file of a
+    save under way in another thread or process is never touched.
+
     Example:
         ```python
         store = HistoryStore("chats")
@@ -76,6 +85,10 @@ class HistoryStore:
         self.limits = limits or DEFAULT_LIMITS
         """Bounds applied when loading."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._next_sweep = 0.0
+        with contextlib.suppress(OSError), self._locked(wait=False) as held:
+            if held:  # else a save is under way: the next save sweeps
+                self._remove_stale_temp_files()
 
     def path(self, chat_id: str) -> Path:
         """The file that holds `chat_id`.
@@ -149,6 +162,8 @@ class HistoryStore:
                     actual_revision=current,
                 )
             write_atomic(path, data)
+            if monotonic() >= self._next_sweep:
+                self._remove_stale_temp_files()
         history.revision = revision_of(data)
         return history.revision
 
@@ -172,21 +187,53 @@ class HistoryStore:
         except FileNotFoundError:
             return None
 
+    def _remove_stale_temp_files(self) -> None:
+        """Remove what killed saves left behind; call it holding the lock. Never raises."""
+        self._next_sweep = monotonic() + _STALE_AFTER
+        oldest = time() - _STALE_AFTER
+        with contextlib.suppress(OSError), os.scandir(self.directory) as entries:
+            for entry in entries:
+                match = _TEMP_NAME.fullmatch(entry.name)
+                if match is None or not _is_chat_id(match[1]):
+                    continue
+                with contextlib.suppress(OSError):
+                    if (
+                        entry.is_file(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_mtime < oldest
+                    ):
+                        os.unlink(entry.path)
+
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Serialise check-and-write across threads and processes (POSIX advisory lock)."""
+    def _locked(self, *, wait: bool = True) -> Iterator[bool]:
+        """Serialise check-and-write across threads and processes (POSIX advisory lock).
+
+        Yields whether the lock is held: always when waiting; without waiting, `False` when
+        another thread or process holds it.
+        """
         fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             if sys.platform != "win32":
                 import fcntl
 
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    yield False
+                    return
+            yield True
         finally:
             os.close(fd)  # closing releases the lock
 
     def __repr__(self) -> str:
         return f"HistoryStore({str(self.directory)!r})"
+
+
+def _is_chat_id(name: str) -> bool:
+    try:
+        check_chat_id(name)
+    except UserError:
+        return False
+    return True
 
 
 def _short(revision: str | None) -> str:

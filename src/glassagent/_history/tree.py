@@ -85,6 +85,8 @@ class History:
         self._root: str | None = None
         self._current: str | None = None
         self._mapping_extra: dict[str, dict[str, Any]] = {}
+        self._run_source: dict[str, str | None] = {}  # tool message -> what its tool run follows
+        self._call_ids: dict[str, frozenset[str]] = {}  # assistant message -> its calls' ids
 
     # ---- reading the tree -------------------------------------------------------------
 
@@ -216,7 +218,7 @@ class History:
         else:
             raise UserError(f"Append a Message or HistoryMessage, not {type(message).__name__}.")
         if stored.role == "tool":
-            self._check_answers(stored)
+            self._run_source[stored.id] = self._check_answers(stored)
         self._messages[stored.id] = stored
         self._children[stored.id] = []
         self._depth[stored.id] = 0 if parent_id is None else self._depth[parent_id] + 1
@@ -252,21 +254,43 @@ class History:
             raise UserError(f"The history has no message {message_id!r}.")
         return message_id
 
-    def _check_answers(self, message: HistoryMessage) -> None:
-        node = message.parent_id
-        while node is not None and self._messages[node].role == "tool":
-            node = self._messages[node].parent_id
-        source = self._messages[node] if node is not None else None
+    def _check_answers(self, message: HistoryMessage) -> str:
+        """Check that a tool message answers a call of the message its tool run follows.
+
+        Returns that message's id. Both look-ups are remembered (messages never change), so
+        appending n results below one assistant message costs O(n), not O(n²).
+        """
+        source_id = self._run_source_of(message.parent_id)
+        source = self._messages[source_id] if source_id is not None else None
         if (
             message.tool_call_id is None
             or source is None
             or source.role != "assistant"
-            or all(c.tool_call_id != message.tool_call_id for c in source.tool_calls)
+            or message.tool_call_id not in self._call_ids_of(source)
         ):
             raise UserError(
                 f"A tool message answering {message.tool_call_id!r} must follow the assistant "
                 "message that made that call (or other results of it)."
             )
+        return source.id
+
+    def _run_source_of(self, node: str | None) -> str | None:
+        """The first message above `node`, or `node` itself, that is not a tool message."""
+        messages, known = self._messages, self._run_source
+        walked = []
+        while node is not None and node not in known and messages[node].role == "tool":
+            walked.append(node)  # a tool run loaded from a file: walked once, then known
+            node = messages[node].parent_id
+        source = known.get(node, node) if node is not None else None
+        for step in walked:
+            known[step] = source
+        return source
+
+    def _call_ids_of(self, message: HistoryMessage) -> frozenset[str]:
+        ids = self._call_ids.get(message.id)
+        if ids is None:
+            ids = self._call_ids[message.id] = frozenset(c.tool_call_id for c in message.tool_calls)
+        return ids
 
     # ---- documents and files ----------------------------------------------------------
 
@@ -294,6 +318,8 @@ class History:
         history._root = next((i for i, m in parsed.messages.items() if m.parent_id is None), None)
         history._current = parsed.current_node
         history._mapping_extra = parsed.mapping_extra
+        history._run_source = {}
+        history._call_ids = {}
         history.thread()  # remember the current thread: the context a run asks for first
         return history
 
