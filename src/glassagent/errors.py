@@ -3,6 +3,7 @@
 ```text
 GlassAgentError
 ├── UserError                     misuse: bad tool definitions, bad arguments
+│   └── AttachmentError           an attachment the policy or the provider refuses (.provider)
 ├── ConfigurationError            missing or invalid configuration (also a ValueError)
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
@@ -22,6 +23,7 @@ When an error ends an agent run, ``error.result`` holds the partial `RunResult`.
 """
 
 from glassagent._core.errors import (
+    AttachmentError,
     AuthenticationError,
     ConfigurationError,
     ContentBlockedError,
@@ -40,6 +42,7 @@ from glassagent._core.errors import (
 )
 
 __all__ = [
+    "AttachmentError",
     "AuthenticationError",
     "ConfigurationError",
     "ContentBlockedError",

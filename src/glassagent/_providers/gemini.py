@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import (
     AuthenticationError,
@@ -20,6 +21,7 @@ from glassagent._core.errors import (
     ResponseParseError,
 )
 from glassagent._core.messages import (
+    Attachment,
     LLMResponse,
     Message,
     ModelSettings,
@@ -27,6 +29,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._providers import gemini_wire as wire
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.http import (
     clean_key,
     error_for_status,
@@ -86,6 +89,11 @@ def _retry_delay(details: Any) -> float | None:
     return None
 
 
+def _by_url(attachment: Attachment) -> bool:
+    """Gemini takes any remote attachment by URL, as a ``file_data`` part."""
+    return True
+
+
 class GeminiClient(BaseLLMClient):
     """Google Gemini on the official ``google-genai`` SDK (install ``glassagent[gemini]``).
 
@@ -104,6 +112,7 @@ class GeminiClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         base_url: str | None = None,
         streaming: bool = True,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         """Create a Gemini client.
 
@@ -115,6 +124,9 @@ class GeminiClient(BaseLLMClient):
             base_url: Another endpoint for the Gemini API (e.g. a proxy).
             streaming: Use the streaming endpoint in `stream`; when False, `stream` makes one
                 ``generateContent`` call and yields its text as one delta.
+            attachment_policy: Which local files attachments may read, and whether remote ones
+                are passed on (as ``file_data`` parts Gemini fetches) or downloaded;
+                `AttachmentPolicy()` when not given.
 
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
@@ -134,6 +146,7 @@ class GeminiClient(BaseLLMClient):
         import httpx
 
         self.model = model
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
         self.streaming: bool = streaming
         """Whether `stream` uses the streaming endpoint."""
         self.__key = key
@@ -154,13 +167,14 @@ class GeminiClient(BaseLLMClient):
     def __repr__(self) -> str:
         return f"GeminiClient(model={self.model!r}, api_key={self.get_masked_api_key()!r})"
 
-    def _request(
+    async def _request(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         system: str | None,
         settings: ModelSettings | None,
     ) -> dict[str, Any]:
+        messages = await self._attachments.prepare(messages)
         contents, extra_system = wire.to_contents(messages)
         config = wire.to_config(tools, system, extra_system, settings)
         return {"model": self.model, "contents": contents, "config": config}
@@ -174,7 +188,7 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> LLMResponse:
         """Call ``generateContent`` and return the complete answer."""
-        request = self._request(messages, tools, system, settings)
+        request = await self._request(messages, tools, system, settings)
         exchange = _Exchange()
         token = _EXCHANGE.set(exchange)
         try:
@@ -202,7 +216,7 @@ class GeminiClient(BaseLLMClient):
             async for part in super().stream(messages, tools, system, settings=settings):
                 yield part
             return
-        request = self._request(messages, tools, system, settings)
+        request = await self._request(messages, tools, system, settings)
         exchange = _Exchange()
         chunks: Any = None
         accumulator = wire.Accumulator()

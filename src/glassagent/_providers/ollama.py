@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import (
     ConfigurationError,
@@ -30,6 +31,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._providers import json_protocol
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.openai_compat import parse_arguments, wire_tools
 from glassagent._providers.transport import HTTPTransport, error_message
 
@@ -53,6 +55,11 @@ _START_HINT = (
     "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
     "or set OLLAMA_BASE_URL to its address."
 )
+
+
+def _by_url(attachment: Attachment) -> bool:
+    """Ollama takes no attachment by URL: images go as base64, text inline."""
+    return False
 
 
 def _text_attachment(attachment: Attachment) -> str | None:
@@ -114,6 +121,9 @@ class OllamaClient(BaseLLMClient):
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
+        attachment_policy: Which local files attachments may read, and whether remote ones
+            are downloaded (Ollama takes no URLs: without downloads they are refused);
+            `AttachmentPolicy()` when not given.
 
     Raises:
         ConfigurationError: For an unknown tool protocol.
@@ -128,6 +138,7 @@ class OllamaClient(BaseLLMClient):
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: ToolProtocol = "auto",
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
@@ -137,6 +148,7 @@ class OllamaClient(BaseLLMClient):
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
         base = base_url or os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -202,6 +214,7 @@ class OllamaClient(BaseLLMClient):
         stream: bool,
     ) -> tuple[dict[str, Any], bool]:
         """The request body, and whether the JSON tool protocol is used for it."""
+        messages = await self._attachments.prepare(messages)
         json_mode = bool(tools) and await self.resolve_tool_protocol() == "json"
         if self._configured == "json" or json_mode:
             messages = json_protocol.encode_history(messages)
@@ -379,6 +392,8 @@ class LlamaClient(OllamaClient):
         base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
             ``http://localhost:11434``.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
+        attachment_policy: Which local files attachments may read, and whether remote ones
+            are downloaded; `AttachmentPolicy()` when not given.
     """
 
     provider_name = "ollama"
@@ -389,5 +404,12 @@ class LlamaClient(OllamaClient):
         *,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
-        super().__init__(model, base_url=base_url, http_client=http_client, tool_protocol="json")
+        super().__init__(
+            model,
+            base_url=base_url,
+            http_client=http_client,
+            tool_protocol="json",
+            attachment_policy=attachment_policy,
+        )

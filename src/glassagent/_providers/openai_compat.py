@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
@@ -26,6 +27,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._providers import json_protocol
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.http import clean_key
 from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport, error_message
@@ -54,9 +56,16 @@ _START_HINT = (
 # ---- request ---------------------------------------------------------------------------
 
 
+def _takes_by_url(attachment: Attachment) -> bool:
+    """Whether the wire takes a remote attachment by URL: images only (``image_url``)."""
+    return (attachment.mime_type or "").startswith("image/")
+
+
 def _attachment_part(attachment: Attachment) -> dict[str, Any]:
-    """An attachment as a content part: images as data URLs, text inline, others as files."""
+    """An attachment as a content part: images as URLs, text inline, others as files."""
     mime = attachment.mime_type or "application/octet-stream"
+    if attachment.url is not None and _takes_by_url(attachment):
+        return {"type": "image_url", "image_url": {"url": attachment.url}}
     data = attachment.read_bytes()
     if mime.startswith("text/") or mime in _TEXT_MIME_TYPES:
         text = data.decode("utf-8", "replace")
@@ -218,6 +227,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
+        attachment_policy: Which local files attachments may read and whether remote ones are
+            passed on or downloaded; `AttachmentPolicy()` when not given. Remote images go as
+            ``image_url`` URLs; other remote files need downloads allowed.
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, or for an
@@ -232,6 +244,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: Literal["native", "json"] = "native",
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -250,6 +263,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
         self.tool_protocol = tool_protocol
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _takes_by_url)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -356,6 +370,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             system: The system instructions, if any.
             settings: Temperature, max tokens, stop sequences and timeout.
         """
+        messages = await self._attachments.prepare(messages)
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=False)
         timeout = settings.timeout if settings else None
@@ -396,6 +411,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         Raises:
             ResponseParseError: For a malformed chunk or a stream that ends before the answer.
         """
+        messages = await self._attachments.prepare(messages)
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=True)
         timeout = settings.timeout if settings else None
