@@ -52,7 +52,10 @@ SAMPLES: list[ev.BaseEvent] = [
             Message(
                 role="user",
                 content="look",
-                attachments=(Attachment(data=b"\x89PNG\x00\xff", mime_type="image/png"),),
+                attachments=(
+                    Attachment(data=b"\x89PNG\x00\xff", mime_type="image/png"),
+                    Attachment(url="https://example.com/cat.png"),
+                ),
             ),
             Message(
                 role="assistant", tool_calls=(CALL,), thinking="t", provider_metadata={"k": "v"}
@@ -119,6 +122,7 @@ def test_standard_dict_shapes() -> None:
     }
     request = SAMPLES[10].to_dict()
     assert request["messages"][0]["attachments"][0]["data"] == "iVBORwD/"  # base64
+    assert request["messages"][0]["attachments"][1]["url"] == "https://example.com/cat.png"
     assert request["messages"][1]["tool_calls"][0] == {
         "id": "c1",
         "name": "add",

@@ -168,13 +168,16 @@ def test_attachments_map_by_mime_type_and_to_urls(tmp_path: Path) -> None:
     assert [a.read_bytes() for a in back] == [b"\xff\xd8", b"RIFF", b"\x00", b"%PDF"]
 
 
-def test_file_urls_become_paths_and_remote_urls_are_refused() -> None:
+def test_file_urls_become_paths_https_urls_stay_remote_and_other_schemes_are_refused() -> None:
     file_url = HistoryAttachment(type="image", url="file:///tmp/a%20b.png", mime_type="image/png")
     assert file_url.to_attachment().path == "/tmp/a b.png"
     plain = HistoryAttachment(type="file", url="data:,hello%20there")
     assert plain.to_attachment().read_bytes() == b"hello there"
-    with pytest.raises(UserError, match="https: URL"):
-        HistoryAttachment(type="image", url="https://example.com/cat.png").to_attachment()
+    remote = HistoryAttachment(type="image", url="https://example.com/cat.png").to_attachment()
+    assert remote == Attachment(url="https://example.com/cat.png", mime_type="image/png")
+    assert remote.name == "cat.png"
+    with pytest.raises(UserError, match="ftp: URL"):
+        HistoryAttachment(type="file", url="ftp://example.com/a.txt").to_attachment()
     with pytest.raises(UserError, match="base64"):
         HistoryAttachment(type="image", url="data:image/png;base64,@@@").to_attachment()
     with pytest.raises(UserError, match="','"):

@@ -3,6 +3,7 @@
 ```text
 GlassAgentError
 ├── UserError                     misuse: bad tool definitions, bad arguments
+│   └── AttachmentError           an attachment the policy or the provider refuses (.provider)
 ├── ConfigurationError            missing or invalid configuration (also a ValueError)
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
@@ -24,6 +25,7 @@ When an error ends an agent run, ``error.result`` holds the partial `RunResult`.
 """
 
 from glassagent._core.errors import (
+    AttachmentError,
     AuthenticationError,
     ConfigurationError,
     ContentBlockedError,
@@ -44,6 +46,7 @@ from glassagent._core.errors import (
 )
 
 __all__ = [
+    "AttachmentError",
     "AuthenticationError",
     "ConfigurationError",
     "ContentBlockedError",

@@ -15,11 +15,15 @@ await agent.run("Hello", history=history, append_to_history=True)
 ```
 
 Attachments are stored by URL: a neutral `Attachment` made from a path is stored with the path
-as its ``url``; one made from bytes becomes a ``data:`` URL. The ``type`` comes from the mime
-type (``image/*``, ``video/*``, ``audio/*``, else ``file``). Going back to the model, ``data:``
-URLs, ``file:`` URLs and plain paths become `Attachment`s; other URLs (``https:``) are refused.
+as its ``url``, one with a remote URL keeps it, one made from bytes becomes a ``data:`` URL.
+The ``type`` comes from the mime type (``image/*``, ``video/*``, ``audio/*``, else ``file``).
+Going back to the model, ``data:`` URLs give bytes, ``file:`` URLs and plain paths give local
+files and ``http(s):`` URLs give remote attachments, as the history's `AttachmentPolicy`
+allows. Load a history from anyone else with ``attachment_policy=AttachmentPolicy.safe()``, so
+it cannot make glassagent read local files.
 """
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.errors import HistoryConflictError, HistoryProblem, HistoryValidationError
 from glassagent._history.helpers import (
     add_message_to_history,
@@ -39,6 +43,7 @@ from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
 
 __all__ = [
+    "AttachmentPolicy",
     "AttachmentType",
     "History",
     "HistoryAttachment",

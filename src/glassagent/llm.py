@@ -5,9 +5,11 @@ leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat
 
 Shipped backends: `GeminiClient` (Google Gemini on google-genai), `OpenAICompatibleClient`
 (OpenAI, llama-server, vLLM, LM Studio), `OllamaClient` and `LlamaClient`;
-`create_llm_client` makes one by provider name.
+`create_llm_client` makes one by provider name. Each takes an `AttachmentPolicy`, which says
+which local files attachments may read and whether remote ones are passed on or downloaded.
 """
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.messages import (
     ARGUMENTS_ERROR,
@@ -36,6 +38,7 @@ from glassagent._providers.openai_compat import OpenAICompatibleClient
 __all__ = [
     "ARGUMENTS_ERROR",
     "Attachment",
+    "AttachmentPolicy",
     "BaseLLMClient",
     "GeminiClient",
     "LLMResponse",

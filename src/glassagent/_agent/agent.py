@@ -133,6 +133,8 @@ class Agent(Generic[DepsT]):
         Raises:
             UserError: When both `messages` and `history` are given, or `append_to_history`
                 without a `history`.
+            AttachmentError: When the history's attachment policy refuses an attachment of
+                its thread.
         """
         if history is not None and messages is not None:
             raise UserError("Pass the conversation as `messages` or as `history`, not both.")

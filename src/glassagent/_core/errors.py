@@ -38,6 +38,22 @@ class UserError(GlassAgentError):
     """The SDK was used in a way it does not support (bad tool definition, bad argument...)."""
 
 
+class AttachmentError(UserError):
+    """An attachment cannot be sent: the policy forbids it, or it cannot be taken, read or fetched.
+
+    Raised when an `AttachmentPolicy` refuses a local path or a URL, when a provider cannot take
+    an attachment in the form it has (e.g. a URL for Ollama), or when a file cannot be read or
+    a download fails.
+
+    Attributes:
+        provider: The provider whose request was being built, when one was.
+    """
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
 class ConfigurationError(GlassAgentError, ValueError):
     """Required configuration is missing or invalid, e.g. an API key or a base URL."""
 

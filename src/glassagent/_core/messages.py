@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
-from glassagent._core.errors import UserError
+from glassagent._core.errors import AttachmentError, UserError
 from glassagent._core.retry import RetryPolicy
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -45,30 +47,53 @@ class ToolCall:
     `ARGUMENTS_ERROR` marks a call whose arguments could not be parsed."""
 
 
+REMOTE_SCHEMES = ("http", "https")
+"""URL schemes an `Attachment` may point at: providers fetch them, or glassagent downloads them."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Attachment:
-    """A file sent to the model with a message: a path on disk or bytes with a mime type."""
+    """A file sent to the model with a message: a path on disk, bytes, or a remote URL.
+
+    Exactly one of `path`, `data` and `url` is set. A path is read when a request is built; a
+    URL is passed to providers that fetch URLs themselves, or downloaded when an
+    `AttachmentPolicy` allows it (see the clients' ``attachment_policy``).
+    """
 
     path: str | None = None
     """Path of a file to send; read by the provider client when the request is built."""
     data: bytes | None = None
     """The file's content, when it is not read from `path`."""
+    url: str | None = None
+    """An ``http:`` or ``https:`` URL of the file, for providers that fetch it themselves."""
     mime_type: str | None = None
-    """The file's media type, e.g. ``image/png``; guessed from `path` when not given."""
+    """The file's media type, e.g. ``image/png``; guessed from `path` or `url` when not given."""
     name: str | None = None
-    """A display name; defaults to the file name of `path`."""
+    """A display name; defaults to the file name of `path` or `url`."""
 
     def __post_init__(self) -> None:
-        if (self.path is None) == (self.data is None):
-            raise UserError("An Attachment needs exactly one of `path` or `data`.")
-        if self.path is not None:
+        if sum(v is not None for v in (self.path, self.data, self.url)) != 1:
+            raise UserError("An Attachment needs exactly one of `path`, `data` or `url`.")
+        if self.data is not None:
             if self.mime_type is None:
-                guessed, _ = mimetypes.guess_type(self.path)
-                object.__setattr__(self, "mime_type", guessed or "application/octet-stream")
-            if self.name is None:
-                object.__setattr__(self, "name", os.path.basename(self.path))
-        elif self.mime_type is None:
-            raise UserError("An Attachment made from bytes needs a `mime_type`.")
+                raise UserError("An Attachment made from bytes needs a `mime_type`.")
+            return
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            if parts.scheme.lower() not in REMOTE_SCHEMES or not parts.netloc:
+                raise AttachmentError(
+                    f"An Attachment's `url` must be an http: or https: URL, not {self.url[:200]!r}."
+                )
+            where = unquote(parts.path)
+            base = posixpath.basename(where) or None
+        else:
+            where = self.path  # type: ignore[assignment]  # the one set
+            base = os.path.basename(where)
+        if self.mime_type is None:
+            guessed, _ = mimetypes.guess_type(where)
+            object.__setattr__(self, "mime_type", guessed or "application/octet-stream")
+        if self.name is None:
+            object.__setattr__(self, "name", base)
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str], mime_type: str | None = None) -> Attachment:
@@ -80,13 +105,40 @@ class Attachment:
         """
         return cls(path=os.fspath(path), mime_type=mime_type)
 
+    @classmethod
+    def from_url(cls, url: str, mime_type: str | None = None) -> Attachment:
+        """Make an attachment from an ``http(s):`` URL, guessing the mime type from its path.
+
+        Args:
+            url: Where the file is.
+            mime_type: Overrides the guessed media type.
+
+        Raises:
+            AttachmentError: For another kind of URL.
+        """
+        return cls(url=url, mime_type=mime_type)
+
     def read_bytes(self) -> bytes:
-        """Return the attachment's content, reading the file when it was given by path."""
+        """Return the attachment's content, reading the file when it was given by path.
+
+        Raises:
+            AttachmentError: When the file cannot be read, or for a remote attachment (its
+                bytes are downloaded by a client whose `AttachmentPolicy` allows it).
+        """
         if self.data is not None:
             return self.data
+        if self.url is not None:
+            raise AttachmentError(
+                f"Attachment {self.name or self.url!r} is remote ({self.url[:200]}); it has no "
+                "local bytes. Only a client whose AttachmentPolicy allows downloads fetches it."
+            )
         assert self.path is not None
-        with open(self.path, "rb") as f:
-            return f.read()
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AttachmentError(f"Cannot read attachment {self.path!r}: {reason}.") from None
 
 
 @dataclass(frozen=True, kw_only=True)

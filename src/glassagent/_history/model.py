@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,8 +17,16 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from glassagent._core.errors import UserError
-from glassagent._core.messages import Attachment, Message, MessageStatus, Role, ToolCall
+from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
+from glassagent._core.errors import AttachmentError, UserError
+from glassagent._core.messages import (
+    REMOTE_SCHEMES,
+    Attachment,
+    Message,
+    MessageStatus,
+    Role,
+    ToolCall,
+)
 
 Version = Literal["1", "2.0"]
 """A document format version this library reads and writes."""
@@ -77,40 +86,64 @@ class HistoryAttachment:
 
     @classmethod
     def from_attachment(cls, attachment: Attachment) -> HistoryAttachment:
-        """Store a neutral `Attachment`: a path stays a path, bytes become a ``data:`` URL.
+        """Store a neutral `Attachment`: a path or URL stays as it is, bytes become a ``data:`` URL.
 
         Args:
             attachment: The attachment sent with a message.
         """
         mime = attachment.mime_type or "application/octet-stream"
-        if attachment.path is not None:
+        if attachment.data is not None:
+            url = f"data:{mime};base64,{base64.b64encode(attachment.data).decode('ascii')}"
+        elif attachment.path is not None:
             url = attachment.path
         else:
-            assert attachment.data is not None
-            url = f"data:{mime};base64,{base64.b64encode(attachment.data).decode('ascii')}"
+            assert attachment.url is not None
+            url = attachment.url
         return cls(type=attachment_type(mime), url=url, mime_type=mime, name=attachment.name)
 
-    def to_attachment(self) -> Attachment:
-        """The neutral `Attachment` for a model request.
+    def to_attachment(self, policy: AttachmentPolicy | None = None) -> Attachment:
+        """The neutral `Attachment` for a model request, as `policy` allows.
+
+        ``data:`` URLs give bytes; ``file:`` URLs and plain paths give a path (checked against
+        the policy's ``local_roots``); ``http(s):`` URLs give a remote attachment unless the
+        policy neither passes URLs on nor downloads them.
+
+        Args:
+            policy: What the attachment may refer to; `AttachmentPolicy()` when not given.
 
         Raises:
-            UserError: For a remote URL (``http:`` and other schemes are not fetched) or a
-                malformed ``data:`` URL.
+            AttachmentError: When the policy refuses it, or for another URL scheme.
+            UserError: For a malformed ``data:`` URL.
         """
+        policy = policy or DEFAULT_POLICY
         if self.url.startswith("data:"):
             mime, data = _parse_data_url(self.url)
             return Attachment(data=data, mime_type=self.mime_type or mime, name=self.name)
         parts = urlsplit(self.url)
-        if parts.scheme == "file":
-            path = unquote(parts.path)
-        elif len(parts.scheme) <= 1:  # no scheme, or a Windows drive letter
-            path = self.url
-        else:
-            raise UserError(
-                f"Attachment {self.name or self.url!r} is a {parts.scheme}: URL; glassagent "
-                "sends only local files and data: URLs to a model. Download it first."
-            )
-        return Attachment(path=path, mime_type=self.mime_type, name=self.name)
+        scheme = parts.scheme.lower()
+        if scheme == "file" or len(scheme) <= 1:  # no scheme, or a Windows drive letter
+            path = unquote(parts.path) if scheme == "file" else self.url
+            if scheme == "file" and parts.netloc not in ("", "localhost"):
+                raise AttachmentError(
+                    f"Attachment {self._label()!r} is a file: URL on another host."
+                )
+            real = policy.check_path(path)
+            name = self.name if self.name is not None else os.path.basename(path)
+            return Attachment(path=real, mime_type=self.mime_type, name=name)
+        if scheme in REMOTE_SCHEMES:
+            if not (policy.remote or policy.download):
+                raise AttachmentError(
+                    f"Attachment {self._label()!r} is a remote URL, and the attachment policy "
+                    "neither passes URLs on nor downloads them."
+                )
+            return Attachment(url=self.url, mime_type=self.mime_type, name=self.name)
+        raise AttachmentError(
+            f"Attachment {self._label()!r} is a {scheme}: URL; glassagent sends data: URLs, "
+            "local files and http(s) URLs only."
+        )
+
+    def _label(self) -> str:
+        return self.name or self.url[:200]
 
 
 def attachment_type(mime_type: str) -> AttachmentType:
@@ -260,12 +293,16 @@ class HistoryMessage:
             provider_metadata=dict(message.provider_metadata),
         )
 
-    def to_message(self) -> Message:
+    def to_message(self, policy: AttachmentPolicy | None = None) -> Message:
         """The neutral `Message` a model client receives.
 
+        Args:
+            policy: What attachments may refer to; `AttachmentPolicy()` when not given.
+
         Raises:
-            UserError: When an attachment or tool call cannot be sent (see
+            AttachmentError: When `policy` refuses an attachment (see
                 `HistoryAttachment.to_attachment`).
+            UserError: When an attachment or tool call is malformed.
         """
         return Message(
             role=self.role,
@@ -274,7 +311,7 @@ class HistoryMessage:
             tool_call_id=self.tool_call_id,
             name=self.name,
             is_error=self.is_error,
-            attachments=tuple(a.to_attachment() for a in self.attachments),
+            attachments=tuple(a.to_attachment(policy) for a in self.attachments),
             thinking=self.thinking,
             status=self.status,
             provider_metadata=dict(self.provider_metadata),

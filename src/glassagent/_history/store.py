@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from time import monotonic, time
 
+from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
 from glassagent._core.errors import HistoryConflictError, UserError
 from glassagent._history.files import read_bounded, revision_of, write_atomic
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, Version
@@ -72,18 +73,26 @@ class HistoryStore:
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, limits: HistoryLimits | None = None
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        limits: HistoryLimits | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         """Open (and create if needed) a store directory.
 
         Args:
             directory: Where the chat files live.
             limits: Bounds applied when loading; `HistoryLimits()` when not given.
+            attachment_policy: Given to every history loaded; `AttachmentPolicy()` when not
+                given. Pass `AttachmentPolicy.safe()` when others can write the chats.
         """
         self.directory = Path(directory)
         """The directory holding the chat files."""
         self.limits = limits or DEFAULT_LIMITS
         """Bounds applied when loading."""
+        self.attachment_policy = attachment_policy or DEFAULT_POLICY
+        """The attachment policy given to every history loaded."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._next_sweep = 0.0
         with contextlib.suppress(OSError), self._locked(wait=False) as held:
@@ -129,7 +138,7 @@ class HistoryStore:
             data = read_bounded(path, self.limits)
         except FileNotFoundError:
             raise UserError(f"There is no chat {chat_id!r} in {self.directory}.") from None
-        return History.from_json(data, limits=self.limits)
+        return History.from_json(data, limits=self.limits, attachment_policy=self.attachment_policy)
 
     def save(self, chat_id: str, history: History, *, version: Version = "2.0") -> str:
         """Save a chat atomically, refusing to overwrite changes made since it was loaded.

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Message
 from glassagent._history import formats
@@ -48,6 +49,7 @@ class History:
         title: str | None = None,
         model: str | None = None,
         platform: str | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         """Create an empty history.
 
@@ -56,6 +58,8 @@ class History:
             title: A display title.
             model: The model the conversation is held with.
             platform: The application or provider that keeps it.
+            attachment_policy: What attachments may refer to when the history becomes model
+                messages; `AttachmentPolicy()` when not given.
         """
         created = now_timestamp()
         self.conversation_id: str = conversation_id or new_id()
@@ -78,6 +82,8 @@ class History:
         """Top-level fields this library does not know, kept for the round trip."""
         self.revision: str | None = None
         """The stored revision this history was loaded from or last saved as; `None` if new."""
+        self.attachment_policy: AttachmentPolicy = attachment_policy or DEFAULT_POLICY
+        """What attachments may make `to_messages` (and so an agent run) read or fetch."""
         self._messages: dict[str, HistoryMessage] = {}
         self._children: dict[str, list[str]] = {}
         self._depth: dict[str, int] = {}
@@ -155,13 +161,18 @@ class History:
     def to_messages(self, node: str | None = None) -> list[Message]:
         """The neutral `Message`s of a thread, ready for a model client.
 
+        Attachments are checked against `attachment_policy` here, before anything could be
+        read: a local path outside its roots, or a URL it does not allow, is refused.
+
         Args:
             node: The last message of the thread (default: the current node).
 
         Raises:
-            UserError: When `node` is unknown, or an attachment cannot be sent (a remote URL).
+            AttachmentError: When the attachment policy refuses an attachment of the thread.
+            UserError: When `node` is unknown, or an attachment or tool call is malformed.
         """
-        return [message.to_message() for message in self.thread(node)]
+        policy = self.attachment_policy
+        return [message.to_message(policy) for message in self.thread(node)]
 
     def children(self, message_id: str) -> tuple[str, ...]:
         """The ids of the messages that follow `message_id`, oldest first.
@@ -295,12 +306,21 @@ class History:
     # ---- documents and files ----------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, data: Any, *, limits: HistoryLimits | None = None) -> History:
+    def from_dict(
+        cls,
+        data: Any,
+        *,
+        limits: HistoryLimits | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
+    ) -> History:
         """Build a history from a version 1 or 2.0 document, validating everything.
 
         Args:
             data: The parsed JSON document.
             limits: Bounds on size and shape; `HistoryLimits()` when not given.
+            attachment_policy: What its attachments may refer to when it becomes model
+                messages; `AttachmentPolicy()` (any local file) when not given. Pass
+                `AttachmentPolicy.safe()` for a document from someone else.
 
         Raises:
             HistoryValidationError: Listing every problem, whatever the input.
@@ -311,6 +331,7 @@ class History:
             setattr(history, name, value)
         history.extra = parsed.extra
         history.revision = None
+        history.attachment_policy = attachment_policy or DEFAULT_POLICY
         history._messages = parsed.messages
         history._children = parsed.children
         history._depth = parsed.depths
@@ -362,36 +383,52 @@ class History:
         return formats.encode(self.to_dict(version))
 
     @classmethod
-    def from_json(cls, raw: bytes | str, *, limits: HistoryLimits | None = None) -> History:
+    def from_json(
+        cls,
+        raw: bytes | str,
+        *,
+        limits: HistoryLimits | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
+    ) -> History:
         """Parse and validate a JSON document of either version.
 
         Args:
             raw: The document's bytes (UTF-8) or text.
             limits: Bounds on size and shape; `HistoryLimits()` when not given.
+            attachment_policy: What its attachments may refer to (see `from_dict`).
 
         Raises:
             HistoryValidationError: When it is not valid JSON or not a valid history.
         """
         limits = limits or DEFAULT_LIMITS
         data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-        history = cls.from_dict(formats.decode(data, limits), limits=limits)
+        document = formats.decode(data, limits)
+        history = cls.from_dict(document, limits=limits, attachment_policy=attachment_policy)
         history.revision = revision_of(data)
         return history
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, limits: HistoryLimits | None = None) -> History:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        limits: HistoryLimits | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
+    ) -> History:
         """Read and validate a history file; an oversized file is refused before it is read.
 
         Args:
             path: The JSON file.
             limits: Bounds on size and shape; `HistoryLimits()` when not given.
+            attachment_policy: What its attachments may refer to (see `from_dict`).
 
         Raises:
             HistoryValidationError: When the file is not a valid history.
             OSError: When the file cannot be read.
         """
         limits = limits or DEFAULT_LIMITS
-        return cls.from_json(read_bounded(Path(path), limits), limits=limits)
+        raw = read_bounded(Path(path), limits)
+        return cls.from_json(raw, limits=limits, attachment_policy=attachment_policy)
 
     def save(self, path: str | os.PathLike[str], *, version: Version = "2.0") -> None:
         """Write the history atomically: a crash leaves the old file or the new, never half.

@@ -11,6 +11,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import (
     AuthenticationError,
@@ -21,6 +22,7 @@ from glassagent._core.errors import (
     ResponseParseError,
 )
 from glassagent._core.messages import (
+    Attachment,
     LLMResponse,
     Message,
     ModelSettings,
@@ -29,6 +31,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import gemini_wire as wire
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.http import (
     clean_key,
@@ -94,6 +97,11 @@ def _retry_delay(details: Any) -> float | None:
     return None
 
 
+def _by_url(attachment: Attachment) -> bool:
+    """Gemini takes any remote attachment by URL, as a ``file_data`` part."""
+    return True
+
+
 class GeminiClient(BaseLLMClient):
     """Google Gemini on the official ``google-genai`` SDK (install ``glassagent[gemini]``).
 
@@ -113,6 +121,7 @@ class GeminiClient(BaseLLMClient):
         base_url: str | None = None,
         streaming: bool = True,
         retry: RetryPolicy | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         """Create a Gemini client.
 
@@ -126,6 +135,9 @@ class GeminiClient(BaseLLMClient):
                 ``generateContent`` call and yields its text as one delta.
             retry: How failed calls are retried (`ModelSettings.retry` overrides it per
                 call); by default `RetryPolicy()`. Gemini's ``RetryInfo`` delay is honoured.
+            attachment_policy: Which local files attachments may read, and whether remote ones
+                are passed on (as ``file_data`` parts Gemini fetches) or downloaded;
+                `AttachmentPolicy()` when not given.
 
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
@@ -142,6 +154,7 @@ class GeminiClient(BaseLLMClient):
                 'GeminiClient needs google-genai: pip install "glassagent[gemini]"'
             ) from exc
         self.model = model
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
         self.streaming: bool = streaming
         """Whether `stream` uses the streaming endpoint."""
         self.retry: RetryPolicy | None = retry
@@ -181,13 +194,14 @@ class GeminiClient(BaseLLMClient):
     def __repr__(self) -> str:
         return f"GeminiClient(model={self.model!r}, api_key={self.get_masked_api_key()!r})"
 
-    def _request(
+    async def _request(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         system: str | None,
         settings: ModelSettings | None,
     ) -> dict[str, Any]:
+        messages = await self._attachments.prepare(messages)
         contents, extra_system = wire.to_contents(messages)
         config = wire.to_config(tools, system, extra_system, settings)
         return {"model": self.model, "contents": contents, "config": config}
@@ -201,7 +215,7 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> LLMResponse:
         """Call ``generateContent`` and return the complete answer."""
-        request = self._request(messages, tools, system, settings)
+        request = await self._request(messages, tools, system, settings)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._chat_once(request, limits)
@@ -217,7 +231,7 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamPart]:
         """Call ``streamGenerateContent`` (SSE): deltas as they arrive, then the answer."""
-        request = self._request(messages, tools, system, settings)
+        request = await self._request(messages, tools, system, settings)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             if not self.streaming:

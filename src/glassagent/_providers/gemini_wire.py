@@ -71,6 +71,11 @@ def _user_parts(message: Message) -> list[dict[str, Any]]:
     if message.content:
         parts.append({"text": message.content})
     for attachment in message.attachments:
+        if attachment.url is not None:  # Gemini fetches it: a file_data part by URI
+            parts.append(
+                {"file_data": {"file_uri": attachment.url, "mime_type": attachment.mime_type}}
+            )
+            continue
         data = attachment.read_bytes()
         parts.append({"inline_data": {"mime_type": attachment.mime_type, "data": data}})
     return parts

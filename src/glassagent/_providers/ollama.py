@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import (
     ConfigurationError,
@@ -32,6 +33,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.openai_compat import parse_arguments, wire_tools
 from glassagent._providers.transport import HTTPTransport, error_message
@@ -57,6 +59,11 @@ _START_HINT = (
     "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
     "or set OLLAMA_BASE_URL to its address."
 )
+
+
+def _by_url(attachment: Attachment) -> bool:
+    """Ollama takes no attachment by URL: images go as base64, text inline."""
+    return False
 
 
 def _text_attachment(attachment: Attachment) -> str | None:
@@ -120,6 +127,9 @@ class OllamaClient(BaseLLMClient):
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
+        attachment_policy: Which local files attachments may read, and whether remote ones
+            are downloaded (Ollama takes no URLs: without downloads they are refused);
+            `AttachmentPolicy()` when not given.
 
     Raises:
         ConfigurationError: For an unknown tool protocol.
@@ -135,6 +145,7 @@ class OllamaClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: ToolProtocol = "auto",
         retry: RetryPolicy | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
@@ -146,6 +157,7 @@ class OllamaClient(BaseLLMClient):
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
         base = base_url or os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -212,6 +224,7 @@ class OllamaClient(BaseLLMClient):
         stream: bool,
     ) -> tuple[dict[str, Any], bool]:
         """The request body, and whether the JSON tool protocol is used for it."""
+        messages = await self._attachments.prepare(messages)
         json_mode = bool(tools) and await self.resolve_tool_protocol() == "json"
         if self._configured == "json" or json_mode:
             messages = json_protocol.encode_history(messages)
@@ -411,6 +424,8 @@ class LlamaClient(OllamaClient):
         base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
             ``http://localhost:11434``.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
+        attachment_policy: Which local files attachments may read, and whether remote ones
+            are downloaded; `AttachmentPolicy()` when not given.
     """
 
     provider_name = "ollama"
@@ -421,5 +436,12 @@ class LlamaClient(OllamaClient):
         *,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
-        super().__init__(model, base_url=base_url, http_client=http_client, tool_protocol="json")
+        super().__init__(
+            model,
+            base_url=base_url,
+            http_client=http_client,
+            tool_protocol="json",
+            attachment_policy=attachment_policy,
+        )

@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
+from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
@@ -28,6 +29,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol
+from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.http import clean_key, redact
 from glassagent._providers.sse import sse_events
@@ -57,9 +59,16 @@ _START_HINT = (
 # ---- request ---------------------------------------------------------------------------
 
 
+def _takes_by_url(attachment: Attachment) -> bool:
+    """Whether the wire takes a remote attachment by URL: images only (``image_url``)."""
+    return (attachment.mime_type or "").startswith("image/")
+
+
 def _attachment_part(attachment: Attachment) -> dict[str, Any]:
-    """An attachment as a content part: images as data URLs, text inline, others as files."""
+    """An attachment as a content part: images as URLs, text inline, others as files."""
     mime = attachment.mime_type or "application/octet-stream"
+    if attachment.url is not None and _takes_by_url(attachment):
+        return {"type": "image_url", "image_url": {"url": attachment.url}}
     data = attachment.read_bytes()
     if mime.startswith("text/") or mime in _TEXT_MIME_TYPES:
         text = data.decode("utf-8", "replace")
@@ -223,6 +232,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             JSON tool protocol in the system prompt, for models without tool calling.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
+        attachment_policy: Which local files attachments may read and whether remote ones are
+            passed on or downloaded; `AttachmentPolicy()` when not given. Remote images go as
+            ``image_url`` URLs; other remote files need downloads allowed.
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, or for an
@@ -238,6 +250,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: Literal["native", "json"] = "native",
         retry: RetryPolicy | None = None,
+        attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -259,6 +272,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self._secret = key or None
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _takes_by_url)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._transport = HTTPTransport(
             provider=self.provider_name,
@@ -366,6 +380,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             system: The system instructions, if any.
             settings: Temperature, max tokens, stop sequences, time and size limits, retries.
         """
+        messages = await self._attachments.prepare(messages)
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=False)
 
@@ -416,6 +431,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         Raises:
             ResponseParseError: For a malformed chunk or a stream that ends before the answer.
         """
+        messages = await self._attachments.prepare(messages)
         json_mode = self.tool_protocol == "json" and bool(tools)
         body = self._body(messages, tools, system, settings, stream=True)
 
