@@ -6,7 +6,7 @@ Every event is a frozen dataclass with a ``type`` tag, a ``run_id`` and a gap-fr
 A run with one tool round emits, in order:
 
 ```text
-llm_request -> thinking_chunk* -> text_chunk* -> llm_response
+llm_request -> llm_retry* -> thinking_chunk* -> text_chunk* -> llm_response
   -> function_call_start (one per call) -> function_execution_start
   -> tool_progress* / function_execution_complete (one per call, as each finishes)
   -> sending_function_response
@@ -27,6 +27,7 @@ from glassagent._core.events import (
     FunctionExecutionStartEvent,
     LLMRequestEvent,
     LLMResponseEvent,
+    LLMRetryEvent,
     SendingFunctionResponseEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
@@ -46,6 +47,7 @@ __all__ = [
     "FunctionExecutionStartEvent",
     "LLMRequestEvent",
     "LLMResponseEvent",
+    "LLMRetryEvent",
     "SendingFunctionResponseEvent",
     "TextChunkEvent",
     "ThinkingChunkEvent",

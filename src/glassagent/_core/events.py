@@ -267,6 +267,26 @@ class LLMResponseEvent(BaseEvent):
     """Set when the reply did not follow the client's tool protocol and the client fell back."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class LLMRetryEvent(BaseEvent):
+    """A model call failed before any answer arrived and is tried again after `delay` s."""
+
+    type: Literal["llm_retry"] = "llm_retry"
+    """Event tag."""
+    iteration: int
+    """Which model call of the run is retried."""
+    attempt: int
+    """Which retry this is: 1 for the first."""
+    delay: float
+    """Seconds waited before the retry."""
+    error: str
+    """Why the previous attempt failed (never holds a key)."""
+    error_type: str
+    """The error's class name, e.g. ``RateLimitError``."""
+    status: int | None = None
+    """The HTTP status of the failure, when there was one."""
+
+
 Event: TypeAlias = (
     TextChunkEvent
     | ThinkingChunkEvent
@@ -280,6 +300,7 @@ Event: TypeAlias = (
     | ErrorEvent
     | LLMRequestEvent
     | LLMResponseEvent
+    | LLMRetryEvent
 )
 """Any event of a run; the ``type`` field tells which."""
 
