@@ -75,3 +75,16 @@ async def test_closing_a_finished_run_changes_nothing() -> None:
     run.close()
     assert run.result is result
     assert result.stop_reason == "end_turn"
+
+
+async def test_closing_a_run_suspended_in_its_coroutine_aborts_it() -> None:
+    run = Agent(ScriptedClient(["a slow answer"], chunk_delay=0.05)).run("question")
+    run.send(None)  # as a task would: the run starts and suspends
+    run.close()
+    for _ in range(500):
+        if run.result is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert run.result is not None
+    assert run.result.stop_reason == "aborted"
+    assert run.result.events[-1].reason == "the run was closed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from glassagent import Agent, LLMResponse, ToolCall, ToolContext, tool
+from glassagent._tools.execute import _call_async
 from glassagent.agent import AgentRun
 from glassagent.errors import RunAborted, RunError
 from glassagent.testing import FunctionClient, ScriptedClient
@@ -312,3 +314,29 @@ def test_a_sync_tool_hung_past_its_timeout_does_not_keep_the_program_waiting() -
     )
     assert time.monotonic() - started < 10  # the tool sleeps 60 s
     assert out.stdout.startswith("gave up Error: tool 'hangs' timed out after 0.2 s.")
+
+
+async def test_a_tool_call_closed_while_suspended_closes_instead_of_returning() -> None:
+    async def waits() -> None:
+        await asyncio.sleep(10)
+
+    coroutine = _call_async(waits)
+    coroutine.send(None)  # suspended inside the tool
+    coroutine.close()  # as at garbage collection: "coroutine ignored GeneratorExit" if caught
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+async def test_an_exception_that_cannot_be_printed_is_still_an_error_result() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no")
+
+    @tool
+    def broken() -> str:
+        """Raises an exception whose message fails."""
+        raise Unprintable
+
+    result = await Agent(answer_after(ToolCall("c1", "broken", {})), [broken]).run("go")
+    assert result.new_messages[2].content == (
+        "Error: tool 'broken' raised Unprintable: <unprintable>"
+    )
