@@ -78,6 +78,15 @@ SAMPLES: list[ev.BaseEvent] = [
         latency_ms=12.5,
         **COMMON,
     ),
+    ev.LLMRetryEvent(
+        iteration=1,
+        attempt=1,
+        delay=0.75,
+        error="gemini returned HTTP 429: slow down",
+        error_type="RateLimitError",
+        status=429,
+        **COMMON,
+    ),
 ]
 
 

@@ -1,5 +1,7 @@
 import copy
+import json
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +347,56 @@ def test_message_keys_of_any_type_are_reported_not_crashed_on(key: Any) -> None:
     found = problems_of(data)
     assert any("differs from its key" in p.message for p in found)
     assert all(p.location for p in found)
+
+
+# ---- the documented minimal documents ----------------------------------------------------
+
+
+def documented_json(page: str) -> list[Any]:
+    """The JSON blocks of a docs page, parsed."""
+    path = Path(__file__).resolve().parent.parent / "docs" / page
+    blocks = re.findall(r"^```json\n(.*?)^```$", path.read_text(encoding="utf-8"), re.M | re.S)
+    return [json.loads(block) for block in blocks]
+
+
+def test_the_minimal_documents_in_the_docs_load_and_need_every_field() -> None:
+    version_1, version_2 = documented_json("history.md")
+    assert "schema_version" not in version_1
+    assert version_2["schema_version"] == "2.0"
+    for document in (version_1, version_2):
+        history = History.from_dict(document)
+        assert [(m.role, m.content) for m in history.thread()] == [
+            ("user", "Weather in Paris?"),
+            ("assistant", "18°C and sunny."),
+        ]
+        for key in document:  # "every field in them is required"
+            smaller = {k: v for k, v in document.items() if k != key}
+            with pytest.raises(HistoryValidationError):
+                History.from_dict(smaller)
+        messages = document["messages"]
+        first = messages["m1"] if isinstance(messages, dict) else messages[0]
+        for key in list(first):
+            smaller = copy.deepcopy(document)
+            inner = smaller["messages"]
+            del (inner["m1"] if isinstance(inner, dict) else inner[0])[key]
+            with pytest.raises(HistoryValidationError):
+                History.from_dict(smaller)
+    assert History.from_dict(version_1).to_dict("2.0") == History.from_dict(version_2).to_dict()
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [
+        {"conversation_id": "c", "root_id": None, "current_node": None, "messages": {}},
+        {
+            "schema_version": "2.0",
+            "conversation_id": "c",
+            "current_node": None,
+            "messages": [],
+            "mapping": {},
+        },
+    ],
+    ids=["1", "2.0"],
+)
+def test_an_empty_document_has_null_pointers(empty: dict[str, Any]) -> None:
+    assert History.from_dict(empty).thread() == []

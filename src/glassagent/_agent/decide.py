@@ -47,11 +47,12 @@ def resolve(calls: tuple[ToolCall, ...], tools: Mapping[str, Tool]) -> list[Tool
     return [tools.get(call.name) for call in calls]
 
 
-def aborted_result(call: ToolCall, reason: str, duration_ms: float) -> ToolResult:
+def aborted_result(
+    call: ToolCall, reason: str, duration_ms: float, ui_info: Any = None
+) -> ToolResult:
     """The result recorded for a tool call cancelled by an abort."""
-    return ToolResult(
-        call.id, call.name, f"Error: tool call aborted ({reason}).", True, duration_ms
-    )
+    output = f"Error: tool call aborted ({reason})."
+    return ToolResult(call.id, call.name, output, True, duration_ms, ui_info)
 
 
 def partial_message(text: str, thinking: str) -> Message | None:

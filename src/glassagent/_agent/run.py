@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping
+import warnings
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Generator,
+    Mapping,
+)
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,6 +25,7 @@ from glassagent._core.errors import (
     ProviderError,
     ResponseParseError,
     RunAborted,
+    RunError,
     UserError,
 )
 from glassagent._core.events import (
@@ -47,7 +56,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.result import RunResult, RunStopReason, ToolResult
 from glassagent._tools.context import ToolContext
-from glassagent._tools.execute import execute_call
+from glassagent._tools.execute import ToolInterrupted, execute_call
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -72,13 +81,17 @@ async def _closing(stream: AsyncIterator[Any]) -> AsyncGenerator[AsyncIterator[A
             await aclose()
 
 
-class AgentRun:
+class AgentRun(Coroutine[Any, Any, RunResult]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
     the result (or raises a `GlassAgentError` that carries the partial result in ``.result``).
-    Call `abort` from any task to stop the run promptly. `Agent.run` creates runs; there is no
-    need to construct one yourself.
+    A run is also a coroutine, so ``asyncio.run(agent.run(...))`` and
+    ``asyncio.create_task(agent.run(...))`` work too. Nothing happens until the run is
+    awaited, iterated or scheduled; a run dropped unused gives a `RuntimeWarning`, as a
+    coroutine never awaited does (`close` discards one on purpose). Call `abort` from any task
+    to stop the run promptly. `Agent.run` creates runs; there is no need to construct one
+    yourself.
     """
 
     def __init__(
@@ -121,6 +134,9 @@ class AgentRun:
         self._abort_reason: str | None = None
         self._result: RunResult | None = None
         self._error: BaseException | None = None
+        self._interrupt: KeyboardInterrupt | None = None
+        self._coroutine: Coroutine[Any, Any, RunResult] | None = None
+        self._claimed = False  # awaited, iterated, scheduled, aborted or closed
 
     # ---- public face -------------------------------------------------------------------
 
@@ -137,6 +153,7 @@ class AgentRun:
         Args:
             reason: Why, carried by the ``aborted`` event and the `RunAborted` error.
         """
+        self._claimed = True
         if self._result is not None or self._abort_reason is not None:
             return
         self._abort_reason = reason
@@ -150,6 +167,55 @@ class AgentRun:
 
     def __await__(self) -> Generator[Any, None, RunResult]:
         return self._collect().__await__()
+
+    def send(self, value: Any) -> Any:
+        """Coroutine protocol, for ``asyncio.run`` and tasks: the same as awaiting the run.
+
+        Args:
+            value: The value to send (asyncio sends `None`).
+        """
+        return self._as_coroutine().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: TracebackType | None = None, /) -> Any:
+        """Coroutine protocol: raise an exception where the awaiting run is suspended.
+
+        Args:
+            typ: The exception (or its type).
+            val: The exception value, with a type as `typ` (deprecated form).
+            tb: A traceback for the exception (deprecated form).
+        """
+        coroutine = self._as_coroutine()
+        if val is None and tb is None:
+            return coroutine.throw(typ)
+        return coroutine.throw(typ, val, tb)  # pragma: no cover - the deprecated form
+
+    def close(self) -> None:
+        """Discard the run: one never started will not start (and gives no warning).
+
+        A run that is going is aborted (reason ``"the run was closed"``); awaiting a closed
+        run that never started raises `RunAborted` at once.
+        """
+        self._claimed = True
+        if self._coroutine is not None:
+            self._coroutine.close()
+        self.abort("the run was closed")
+
+    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult]:
+        if self._coroutine is None:
+            self._claimed = True
+            self._coroutine = self._collect()
+        return self._coroutine
+
+    def __del__(self) -> None:
+        if not getattr(self, "_claimed", True):
+            warnings.warn(
+                f"{self!r} was never awaited or iterated, so it did not run: use "
+                "`await agent.run(...)`, `async for event in agent.run(...)`, "
+                "`asyncio.run(agent.run(...))` or `agent.run_sync(...)`",
+                RuntimeWarning,
+                stacklevel=2,
+                source=self,
+            )
 
     async def __aenter__(self) -> Self:
         return self
@@ -167,9 +233,11 @@ class AgentRun:
     def _start(self, *, streaming: bool) -> asyncio.Task[None]:
         if self._producer is not None:
             raise UserError("An AgentRun can be iterated or awaited only once; start a new run.")
+        self._claimed = True
         if streaming:
             self._queue = asyncio.Queue()
         self._producer = asyncio.create_task(self._drive(), name=f"glassagent-run-{self.run_id}")
+        self._producer.add_done_callback(self._driver_done)
         return self._producer
 
     async def _stop(self, reason: str) -> None:
@@ -187,19 +255,29 @@ class AgentRun:
                 yield item
         finally:
             await self._stop("the consumer stopped iterating")
+        if self._interrupt is not None:
+            raise self._interrupt
 
     async def _collect(self) -> RunResult:
         producer = self._producer
         if producer is None:  # awaited without iterating: no event queue needed
+            producer = self._start(streaming=False)
             try:
-                await asyncio.wait({self._start(streaming=False)})
-            finally:
+                await asyncio.wait({producer})
+            except GeneratorExit:  # closed (`close`): no more awaiting here
+                self.abort("the run was closed")
+                raise
+            except BaseException:
                 await self._stop("the awaiting task was cancelled")
+                raise
         elif not producer.done():
             await asyncio.wait({producer})
+        if self._interrupt is not None:
+            raise self._interrupt
         if self._error is not None:
             raise self._error
-        assert self._result is not None
+        if self._result is None:  # pragma: no cover - `_driver_done` always ends the run
+            raise RunError("The run stopped without a result.")
         return self._result
 
     # ---- the driver --------------------------------------------------------------------
@@ -211,6 +289,11 @@ class AgentRun:
             self._queue.put_nowait(event)
 
     async def _drive(self) -> None:
+        """Run the loop and end the run; nothing but an outside cancellation escapes.
+
+        A `SystemExit` or `KeyboardInterrupt` reaching asyncio's task machinery would stop
+        the whole event loop, and every other run on it.
+        """
         try:
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
@@ -222,13 +305,38 @@ class AgentRun:
                 raise
         except Exception as exc:
             self._end_failed(exc)
+        except KeyboardInterrupt as exc:  # e.g. from the model client: abort, raise it later
+            self._interrupt = exc
+            self._abort_reason = self._abort_reason or "interrupted (KeyboardInterrupt)"
+            self._end_aborted()
+        except BaseException as exc:  # SystemExit, GeneratorExit...: the run fails, typed
+            error = RunError(f"The run stopped on {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            self._end_failed(error)
         finally:
-            try:
-                if self._on_end is not None and self._result is not None:
-                    self._on_end(self._result)
-            finally:  # the consumer must learn of the end, whatever `on_end` did
-                if self._queue is not None:
-                    self._queue.put_nowait(_END)
+            self._announce_end()
+
+    def _announce_end(self) -> None:
+        try:
+            if self._on_end is not None and self._result is not None:
+                self._on_end(self._result)
+        finally:  # the consumer must learn of the end, whatever `on_end` did
+            if self._queue is not None:
+                self._queue.put_nowait(_END)
+
+    def _driver_done(self, producer: asyncio.Task[None]) -> None:
+        """Backstop: a driver stopped before it could end the run still ends it, once.
+
+        That happens when it is cancelled before it started, or when its ending failed.
+        """
+        if self._result is not None:
+            return
+        if producer.cancelled():
+            self._end_aborted()
+        else:
+            exc = producer.exception()
+            self._end_failed(RunError(f"The run stopped unexpectedly: {exc!r}"))
+        self._announce_end()
 
     async def _loop(self) -> None:
         iteration = 0
@@ -336,7 +444,7 @@ class AgentRun:
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
-            await self._observe_aborted(calls, tasks, started)
+            await self._observe_aborted(calls, tools, tasks, started)
             raise
         finally:
             self._contexts.clear()
@@ -345,9 +453,17 @@ class AgentRun:
         self._emit(SendingFunctionResponseEvent, count=len(calls))
 
     async def _observe_aborted(
-        self, calls: tuple[ToolCall, ...], tasks: list[asyncio.Task[ToolResult]], started: float
+        self,
+        calls: tuple[ToolCall, ...],
+        tools: list[Tool | None],
+        tasks: list[asyncio.Task[ToolResult]],
+        started: float,
     ) -> None:
-        """Give running tools a short grace to notice the abort; keep what finished."""
+        """Give running tools a short grace to notice the abort; keep what finished.
+
+        Every call cut short still gets its ``function_execution_complete`` (an error), so a
+        UI never waits forever on a call id.
+        """
         for ctx in self._contexts:
             ctx._abort()
         _, pending = await asyncio.wait(tasks, timeout=ABORT_GRACE_SECONDS)
@@ -357,10 +473,12 @@ class AgentRun:
         if pending:
             await asyncio.wait(pending)
         reason = self._abort_reason or "cancelled"
-        for call, task in zip(calls, tasks, strict=True):
+        for call, tool, task in zip(calls, tools, tasks, strict=True):
             if task.cancelled() or task.exception() is not None:
                 duration = (time.perf_counter() - started) * 1000
-                result = decide.aborted_result(call, reason, duration)
+                ui_info = tool.ui_info if tool is not None else None
+                result = decide.aborted_result(call, reason, duration, ui_info)
+                self._emit_complete(call, tool, result)
                 message = self._client.format_tool_result(call, result)
                 self._conversation.append(decide.mark_aborted(message))
             else:
@@ -390,6 +508,11 @@ class AgentRun:
             result = await execute_call(
                 tool, call, ctx, available=self._tools.keys(), default_timeout=self._tool_timeout
             )
+        except ToolInterrupted as interrupted:  # abort the run; its consumer gets it back
+            result = interrupted.result
+            if self._result is None and self._interrupt is None:
+                self._interrupt = interrupted.interrupt
+                self.abort(f"interrupted: tool {call.name!r} raised KeyboardInterrupt")
         except asyncio.CancelledError:
             if self._cancelling_tools:  # an abort: let the cancellation through
                 raise
@@ -399,6 +522,10 @@ class AgentRun:
             result = ToolResult(call.id, call.name, output, True, duration, ctx and ctx.ui_info)
         finally:
             finished = True
+        self._emit_complete(call, tool, result)
+        return result
+
+    def _emit_complete(self, call: ToolCall, tool: Tool | None, result: ToolResult) -> None:
         execution = ToolExecution(
             function_name=call.name,
             tool_name=tool.name if tool else None,
@@ -411,7 +538,6 @@ class AgentRun:
             call_id=call.id,
         )
         self._emit(FunctionExecutionCompleteEvent, execution=execution)
-        return result
 
     # ---- endings -----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, Generic
@@ -77,13 +78,16 @@ class ToolContext(Generic[DepsT]):
     def progress_nowait(self, message: str) -> None:
         """Report progress from a synchronous tool; safe to call from its worker thread.
 
+        A message sent after the run ended (a tool still going past its timeout) is dropped.
+
         Args:
             message: A short human-readable progress message.
         """
         if threading.get_ident() == self._loop_thread:
             self._on_progress(message)
         else:
-            self._loop.call_soon_threadsafe(self._on_progress, message)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run is long over
+                self._loop.call_soon_threadsafe(self._on_progress, message)
 
     @property
     def is_aborted(self) -> bool:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
+import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
@@ -15,20 +18,72 @@ from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import InvalidArguments, Tool
 
 
-async def _guarded(awaitable: Awaitable[Any]) -> tuple[bool, Any]:
-    """Await, returning ``(True, value)`` or ``(False, exception)``: a timeout stays ours."""
+class ToolInterrupted(Exception):
+    """A tool raised `KeyboardInterrupt`: the run aborts, then the interrupt is raised again.
+
+    It travels as an ordinary exception so that asyncio's task machinery, which lets a
+    `KeyboardInterrupt` out of the event loop, never sees the interrupt itself.
+    """
+
+    def __init__(self, interrupt: KeyboardInterrupt, result: ToolResult) -> None:
+        super().__init__(result.output)
+        self.interrupt = interrupt
+        self.result = result
+
+
+Outcome = tuple[bool, Any]
+"""``(True, value)`` when a tool returned, ``(False, exception)`` when it raised."""
+
+
+def _raised_by_tool(exc: BaseException) -> bool:
+    """Whether `exc` came out of the tool, not thrown into our own frame (``close()``)."""
+    return exc.__traceback__ is not None and exc.__traceback__.tb_next is not None
+
+
+async def _call_async(function: Callable[[], Awaitable[Any]]) -> Outcome:
+    """Await an async tool, catching everything it raises except cancellation.
+
+    `SystemExit`, `KeyboardInterrupt` and other `BaseException`s must not reach asyncio: a
+    task that raises one of the first two stops the whole event loop.
+    """
     try:
-        return True, await awaitable
-    except Exception as exc:
+        return True, await function()
+    except asyncio.CancelledError:
+        raise
+    except GeneratorExit as exc:
+        if not _raised_by_tool(exc):
+            raise  # our coroutine is being closed: let it close
+        return False, exc
+    except BaseException as exc:
         return False, exc
 
 
-def _call_sync(function: Callable[[], Any]) -> Any:
-    """Run a sync tool; a `StopIteration` it raises could not cross into a future (it hangs)."""
-    try:
-        return function()
-    except StopIteration as exc:
-        raise RuntimeError(f"StopIteration: {exc}") from exc
+def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Outcome]:
+    """Run a sync tool on its own daemon thread; the future settles when it returns.
+
+    Not the loop's default executor: a tool hung past its timeout would keep
+    ``asyncio.run`` (which waits for that executor) and the interpreter from exiting, and
+    would hold one of the executor's few workers.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Outcome] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Outcome) -> None:
+        if not future.done():  # a timeout or an abort may have cancelled it
+            future.set_result(outcome)
+
+    def work() -> None:
+        outcome: Outcome
+        try:
+            outcome = True, context.run(function)
+        except BaseException as exc:  # all of it, StopIteration and SystemExit included
+            outcome = False, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=work, name=f"glassagent-tool-{name}", daemon=True).start()
+    return future
 
 
 def _serialise(value: Any) -> str:
@@ -40,9 +95,13 @@ def _serialise(value: Any) -> str:
 
 
 def _failure(exc: BaseException, name: str) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not break the run
+        text = "<unprintable>"
     if isinstance(exc, ToolError):
-        return f"Error: {exc}"
-    return f"Error: tool {name!r} raised {type(exc).__name__}: {exc}"
+        return f"Error: {text}"
+    return f"Error: tool {name!r} raised {type(exc).__name__}: {text}"
 
 
 async def execute_call(
@@ -55,7 +114,8 @@ async def execute_call(
 ) -> ToolResult:
     """Run `call` with `tool` (None when the model named an unknown tool).
 
-    Never raises for tool failures; only cancellation propagates.
+    Never raises for tool failures, whatever the tool raises; cancellation propagates, and a
+    `KeyboardInterrupt` from the tool comes out as `ToolInterrupted`.
     """
     started = time.perf_counter()
 
@@ -75,17 +135,21 @@ async def execute_call(
         return done(f"Error: invalid arguments for tool {tool.name!r}: {exc}", True)
     if tool._signature.context_param is not None:
         kwargs[tool._signature.context_param] = ctx
+    function = functools.partial(tool.function, *args, **kwargs)
     if tool.is_async:
-        awaitable: Awaitable[Any] = tool.function(*args, **kwargs)
+        outcome: Awaitable[Outcome] = _call_async(function)
     else:
-        awaitable = asyncio.to_thread(_call_sync, functools.partial(tool.function, *args, **kwargs))
+        outcome = _call_in_thread(function, tool.name)
     timeout = tool.timeout if tool.timeout is not None else default_timeout
     try:
-        ok, value = await asyncio.wait_for(_guarded(awaitable), timeout)
+        ok, value = await asyncio.wait_for(outcome, timeout)
     except asyncio.TimeoutError:
         if ctx is not None:
             ctx._abort()
         return done(f"Error: tool {tool.name!r} timed out after {timeout:g} s.", True)
+    if not ok and isinstance(value, KeyboardInterrupt):
+        output = f"Error: tool {tool.name!r} was interrupted (KeyboardInterrupt)."
+        raise ToolInterrupted(value, done(output, True))
     if not ok:
         return done(_failure(value, tool.name), True)
     try:
