@@ -46,6 +46,7 @@ class Agent(Generic[DepsT]):
         "_tools",
         "client",
         "max_iterations",
+        "run_timeout",
         "settings",
         "system",
         "tool_timeout",
@@ -60,6 +61,7 @@ class Agent(Generic[DepsT]):
         max_iterations: int = 10,
         settings: ModelSettings | None = None,
         tool_timeout: float | None = None,
+        run_timeout: float | None = None,
     ) -> None:
         """Create an agent.
 
@@ -70,6 +72,9 @@ class Agent(Generic[DepsT]):
             max_iterations: Most model calls a run may make before it fails.
             settings: Default generation settings; a run's settings override them.
             tool_timeout: Seconds a tool call may take when its tool sets no timeout.
+            run_timeout: Seconds a whole run may take; past it the run ends with
+                `RunTimeoutError`, keeping what it produced (`None`: no limit). Limits of one
+                model call are `ModelSettings.timeout` and ``stall_timeout``.
 
         Raises:
             UserError: On a non-client, duplicate tool names or a bad limit.
@@ -78,8 +83,9 @@ class Agent(Generic[DepsT]):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
         if max_iterations < 1:
             raise UserError("`max_iterations` must be at least 1.")
-        if tool_timeout is not None and tool_timeout <= 0:
-            raise UserError("`tool_timeout` must be a positive number of seconds.")
+        for name, value in (("tool_timeout", tool_timeout), ("run_timeout", run_timeout)):
+            if value is not None and not value > 0:
+                raise UserError(f"`{name}` must be a positive number of seconds.")
         by_name: dict[str, Tool] = {}
         for item in tools:
             wrapped = as_tool(item)
@@ -96,6 +102,8 @@ class Agent(Generic[DepsT]):
         """Default generation settings."""
         self.tool_timeout: float | None = tool_timeout
         """Default seconds per tool call."""
+        self.run_timeout: float | None = run_timeout
+        """Seconds a whole run may take (`None`: no limit)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
 
@@ -162,6 +170,7 @@ class Agent(Generic[DepsT]):
             conversation=conversation,
             deps=deps,
             on_end=on_end,
+            run_timeout=self.run_timeout,
         )
 
     def run_sync(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.messages import LLMResponse, Message, ToolCall
+from glassagent._core.messages import LLMResponse, Message, RetryNotice, ToolCall
 from glassagent._core.result import ToolResult
 
 if TYPE_CHECKING:
@@ -73,6 +73,17 @@ def last_assistant_text(messages: list[Message], start: int) -> str:
         if message.role == "assistant":
             return message.content
     return ""
+
+
+def retry_fields(notice: RetryNotice) -> dict[str, Any]:
+    """The ``llm_retry`` event payload for a client's `RetryNotice`."""
+    return {
+        "attempt": notice.attempt,
+        "delay": notice.delay,
+        "error": notice.error,
+        "error_type": notice.error_type,
+        "status": notice.status,
+    }
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:

@@ -14,18 +14,16 @@ from collections.abc import (
     Generator,
     Mapping,
 )
-from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._agent import decide
+from glassagent._agent.think import read_answer
 from glassagent._core.errors import (
-    GlassAgentError,
     MaxIterationsExceeded,
-    ProviderError,
-    ResponseParseError,
     RunAborted,
     RunError,
+    RunTimeoutError,
     UserError,
 )
 from glassagent._core.events import (
@@ -48,8 +46,6 @@ from glassagent._core.messages import (
     LLMResponse,
     Message,
     ModelSettings,
-    TextDelta,
-    ThinkingDelta,
     ToolCall,
     ToolDefinition,
     Usage,
@@ -68,17 +64,6 @@ ABORT_GRACE_SECONDS = 0.25
 """How long running tools may take to notice an abort before they are cancelled."""
 
 _END = object()
-
-
-@asynccontextmanager
-async def _closing(stream: AsyncIterator[Any]) -> AsyncGenerator[AsyncIterator[Any], None]:
-    """Close an async generator on exit, so an aborted model stream releases its connection."""
-    try:
-        yield stream
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 class AgentRun(Coroutine[Any, Any, RunResult]):
@@ -107,6 +92,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         conversation: list[Message],
         deps: Any,
         on_end: Callable[[RunResult], None] | None = None,
+        run_timeout: float | None = None,
     ) -> None:
         self.run_id: str = uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
@@ -121,6 +107,8 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._prior = len(conversation) - 1  # everything before the new user message
         self._deps = deps
         self._on_end = on_end
+        self._run_timeout = run_timeout
+        self._timed_out = False
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
         self._producer: asyncio.Task[None] | None = None
@@ -294,13 +282,19 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         A `SystemExit` or `KeyboardInterrupt` reaching asyncio's task machinery would stop
         the whole event loop, and every other run on it.
         """
+        timer = self._start_timer()
         try:
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
             await self._loop()
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
-            self._end_aborted()
+            if self._timed_out:
+                limit = self._run_timeout or 0.0
+                message = f"The run took longer than its run_timeout of {limit:g} s."
+                self._end_failed(RunTimeoutError(message, seconds=limit))
+            else:
+                self._end_aborted()
             if cancelled_from_outside:
                 raise
         except Exception as exc:
@@ -314,7 +308,21 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             error.__cause__ = exc
             self._end_failed(error)
         finally:
+            if timer is not None:
+                timer.cancel()
             self._announce_end()
+
+    def _start_timer(self) -> asyncio.TimerHandle | None:
+        """End the run with `RunTimeoutError` once `run_timeout` has passed."""
+        if self._run_timeout is None:
+            return None
+
+        def time_out() -> None:
+            if self._result is None and self._abort_reason is None:
+                self._timed_out = True
+                self.abort(f"the run_timeout of {self._run_timeout:g} s was reached")
+
+        return asyncio.get_running_loop().call_later(self._run_timeout, time_out)
 
     def _announce_end(self) -> None:
         try:
@@ -377,34 +385,15 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         text, thinking = self._text, self._thinking
         text.clear()
         thinking.clear()
-        response: LLMResponse | None = None
         self._streaming = True
-        try:
-            stream = client.stream(
-                messages, self._definitions, self._system, settings=self._settings
-            )
-            async with _closing(stream) as parts:
-                async for part in parts:
-                    if isinstance(part, TextDelta):
-                        text.append(part.text)
-                        self._emit(TextChunkEvent, text=part.text, is_follow_up=follow_up)
-                    elif isinstance(part, ThinkingDelta):
-                        thinking.append(part.text)
-                        self._emit(ThinkingChunkEvent, text=part.text)
-                    elif isinstance(part, LLMResponse):
-                        response = part
-                        break
-        except GlassAgentError:
-            raise
-        except Exception as exc:
-            name = client.provider_name
-            raise ProviderError(
-                f"The {name} client failed: {type(exc).__name__}: {exc}", provider=name
-            ) from exc
-        if response is None:
-            raise ResponseParseError(
-                "The model stream ended without a final LLMResponse.", provider=client.provider_name
-            )
+        response = await read_answer(
+            client,
+            (messages, self._definitions, self._system, self._settings),
+            emit=self._emit,
+            text=text,
+            thinking=thinking,
+            iteration=iteration,
+        )
         self._streaming = False
         if not thinking and response.thinking:
             self._emit(ThinkingChunkEvent, text=response.thinking)
@@ -552,24 +541,30 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             stop_reason=stop_reason,
         )
 
+    def _keep_partial(self) -> str:
+        """The text so far: a model answer cut mid-stream is kept, marked ``aborted``."""
+        if not self._streaming:
+            return decide.last_assistant_text(self._conversation, self._prior)
+        self._streaming = False
+        text = "".join(self._text)
+        partial = decide.partial_message(text, "".join(self._thinking))
+        if partial is None:
+            return decide.last_assistant_text(self._conversation, self._prior)
+        self._conversation.append(partial)
+        return text
+
     def _end_aborted(self) -> None:
         reason = self._abort_reason or "cancelled"
         self._abort_reason = reason
-        if self._streaming:
-            text = "".join(self._text)
-            partial = decide.partial_message(text, "".join(self._thinking))
-            if partial is not None:
-                self._conversation.append(partial)
-        else:
-            text = decide.last_assistant_text(self._conversation, self._prior)
+        text = self._keep_partial()
         self._emit(AbortedEvent, text=text, reason=reason)
         self._finalise(text, "aborted", RunAborted(f"The run was aborted: {reason}", reason=reason))
 
     def _end_failed(self, exc: Exception) -> None:
         stop: Literal["max_iterations", "error"]
         stop = "max_iterations" if isinstance(exc, MaxIterationsExceeded) else "error"
+        text = self._keep_partial()
         self._emit(ErrorEvent, **decide.error_fields(exc))
-        text = decide.last_assistant_text(self._conversation, self._prior)
         self._finalise(text, stop, exc)
 
     def _finalise(self, text: str, stop: RunStopReason, exc: BaseException) -> None:

@@ -1,0 +1,82 @@
+"""Think: stream one model answer, turning its parts into events as they arrive."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from glassagent._agent import decide
+from glassagent._core.errors import GlassAgentError, ProviderError, ResponseParseError
+from glassagent._core.events import LLMRetryEvent, TextChunkEvent, ThinkingChunkEvent
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    RetryNotice,
+    TextDelta,
+    ThinkingDelta,
+    ToolDefinition,
+)
+
+if TYPE_CHECKING:
+    from glassagent._core.client import BaseLLMClient
+
+Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", ModelSettings]
+"""What a model call sends: messages, tools, system instructions, settings."""
+
+
+@asynccontextmanager
+async def _closing(stream: AsyncIterator[Any]) -> AsyncGenerator[AsyncIterator[Any], None]:
+    """Close an async generator on exit, so an aborted model stream releases its connection."""
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def read_answer(
+    client: BaseLLMClient,
+    request: Request,
+    *,
+    emit: Callable[..., None],
+    text: list[str],
+    thinking: list[str],
+    iteration: int,
+) -> LLMResponse:
+    """Stream the answer to `request`; text and thinking also collect into `text`/`thinking`.
+
+    Emits ``text_chunk``, ``thinking_chunk`` and ``llm_retry`` events as parts arrive.
+
+    Raises:
+        GlassAgentError: What the client raised, or a `ProviderError` wrapping anything
+            untyped; `ResponseParseError` when the stream ends without an `LLMResponse`.
+    """
+    messages, tools, system, settings = request
+    follow_up = iteration > 1
+    try:
+        stream = client.stream(messages, tools, system, settings=settings)
+        async with _closing(stream) as parts:
+            async for part in parts:
+                if isinstance(part, TextDelta):
+                    text.append(part.text)
+                    emit(TextChunkEvent, text=part.text, is_follow_up=follow_up)
+                elif isinstance(part, ThinkingDelta):
+                    thinking.append(part.text)
+                    emit(ThinkingChunkEvent, text=part.text)
+                elif isinstance(part, LLMResponse):
+                    return part
+                elif isinstance(part, RetryNotice):
+                    emit(LLMRetryEvent, iteration=iteration, **decide.retry_fields(part))
+    except GlassAgentError:
+        raise
+    except Exception as exc:
+        name = client.provider_name
+        raise ProviderError(
+            f"The {name} client failed: {type(exc).__name__}: {exc}", provider=name
+        ) from exc
+    raise ResponseParseError(
+        "The model stream ended without a final LLMResponse.", provider=client.provider_name
+    )
