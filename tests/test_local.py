@@ -1,6 +1,7 @@
 """The embedded local model without a real model: configuration, errors, the model cache."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 import zipfile
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import glassagent.local
+from glassagent._local.child import configure
 from glassagent.errors import ConfigurationError, GlassAgentError, UserError
 from glassagent.local import (
     DEFAULT_MODEL,
@@ -18,6 +20,7 @@ from glassagent.local import (
     ModelFileError,
     default_chat_template,
     default_model_path,
+    default_threads,
     ensure_default_model,
     model_dir,
 )
@@ -214,3 +217,44 @@ async def test_a_corrupt_model_fails_to_start_in_async_code_too(tmp_path: Path) 
         async with LocalServer(path, chat_template=template, threads=1, port=None):
             pass
     assert "log ends with" in str(info.value)
+
+
+def test_the_default_thread_count_leaves_one_cpu_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_threads() == 3
+    assert LocalServer("m.gguf").threads == 3
+    assert LocalServer("m.gguf", threads=4).threads == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_threads() == 1  # the busy 2-core machine of the report
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5}, raising=False)
+    assert default_threads() == 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS, Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert default_threads() == 7
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert default_threads() == 1
+
+
+@needs_xllamacpp
+def test_the_child_configures_the_real_xllamacpp_params() -> None:
+    import xllamacpp
+
+    config = {
+        "model_path": "/models/m.gguf",
+        "alias": "m",
+        "context_size": 1024,
+        "threads": 2,
+        "chat_template": "{{ messages }}",
+        "port": 43210,
+        "api_key": "k" * 43,
+        "log_path": "/tmp/x.log",
+    }
+    params = configure(xllamacpp.CommonParams(), config)
+    assert params.api_keys == ["k" * 43]
+    assert params.ui is False
+    assert params.endpoint_slots is False
+    assert params.cors_origins == "http://127.0.0.1:43210"
+    assert params.cors_credentials is False
+    assert params.hostnames == ["127.0.0.1"]
+    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2
+    assert params.model_alias in ({"m"}, "m")  # a set in recent versions, not {"m"} split up

@@ -20,6 +20,7 @@ non-GGUF or corrupt model file; `ModelDownloadError` when the index cannot be re
 `ConfigurationError` when the extra is not installed.
 """
 
+from glassagent._local.client import LocalServerClient
 from glassagent._local.errors import LocalServerError, ModelDownloadError, ModelFileError
 from glassagent._local.model import (
     DEFAULT_MODEL,
@@ -28,17 +29,19 @@ from glassagent._local.model import (
     ensure_default_model,
     model_dir,
 )
-from glassagent._local.server import LocalServer, default_chat_template
+from glassagent._local.server import LocalServer, default_chat_template, default_threads
 
 __all__ = [
     "DEFAULT_MODEL",
     "LocalServer",
+    "LocalServerClient",
     "LocalServerError",
     "ModelDownloadError",
     "ModelFileError",
     "ModelInfo",
     "default_chat_template",
     "default_model_path",
+    "default_threads",
     "ensure_default_model",
     "model_dir",
 ]
