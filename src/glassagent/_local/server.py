@@ -22,7 +22,8 @@ from typing import IO, TYPE_CHECKING, Any
 from glassagent._core.errors import ConfigurationError, UserError
 from glassagent._local.client import LocalServerClient, SlowCallHint
 from glassagent._local.errors import LocalServerError
-from glassagent._local.model import DEFAULT_MODEL, check_model_file, ensure_default_model
+from glassagent._local.fetch import ensure_default_model
+from glassagent._local.model import DEFAULT_MODEL, check_model_file
 
 if TYPE_CHECKING:
     from typing_extensions import Self
