@@ -44,13 +44,18 @@ class SlowCallHint:
         if self.given or seconds < SLOW_CALL_SECONDS:
             return
         self.given = True
+        fewer = (
+            "On a busy machine, fewer threads are often much faster: try LocalServer(threads=1). "
+            if self.threads > 1
+            else ""
+        )
         logger.warning(
-            "glassagent: a call to the local model took %.0f s with %d CPU thread(s). On a "
-            "busy machine, fewer threads are often much faster: try LocalServer(threads=1). "
-            "Shorter answers (ModelSettings(max_tokens=...)) and a smaller context_size help "
-            "too. (This hint is shown once per server.)",
+            "glassagent: a call to the local model took %.0f s with %d CPU thread(s). %s"
+            "Shorter answers (ModelSettings(max_tokens=...)), a smaller context_size or a "
+            "smaller model help too. (This hint is shown once per server.)",
             seconds,
             self.threads,
+            fewer,
         )
 
 
