@@ -162,7 +162,7 @@ class LocalServer:
         """The API key the server requires, new at each start; `client` sends it for you.
 
         Pass it to other clients of this server (e.g. ``Authorization: Bearer <key>``).
-        It is never shown in reprs or logs; keep it that way.
+        It is never shown in reprs or errors; keep it that way.
         """
         self._require_child()
         return self._api_key
