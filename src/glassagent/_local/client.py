@@ -1,0 +1,129 @@
+"""`LocalServerClient`: the client `LocalServer.client` hands out, with its slow-call hint."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any, cast
+
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    StreamPart,
+    ToolDefinition,
+)
+from glassagent._providers.openai_compat import OpenAICompatibleClient
+
+logger = logging.getLogger("glassagent.local")
+
+SLOW_CALL_SECONDS = 10.0
+"""A call to the local server that takes longer than this prints the slow-call hint."""
+
+
+class SlowCallHint:
+    """Logs, once per server start, that a call was slow and what may help."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.given = False
+
+    def check(self, response: LLMResponse, wall_seconds: float) -> None:
+        """Log the hint if this call was slow and the hint was not given yet.
+
+        The server's own timings (prompt and generation) are used when it reports them, so
+        a consumer that reads a stream slowly does not count as a slow model.
+        """
+        timings = response.timings
+        if "prompt_ms" in timings or "predicted_ms" in timings:
+            seconds = (timings.get("prompt_ms", 0.0) + timings.get("predicted_ms", 0.0)) / 1000
+        else:
+            seconds = wall_seconds
+        if self.given or seconds < SLOW_CALL_SECONDS:
+            return
+        self.given = True
+        fewer = (
+            "On a busy machine, fewer threads are often much faster: try LocalServer(threads=1). "
+            if self.threads > 1
+            else ""
+        )
+        logger.warning(
+            "glassagent: a call to the local model took %.0f s with %d CPU thread(s). %s"
+            "Shorter answers (ModelSettings(max_tokens=...)), a smaller context_size or a "
+            "smaller model help too. (This hint is shown once per server.)",
+            seconds,
+            self.threads,
+            fewer,
+        )
+
+
+class LocalServerClient(OpenAICompatibleClient):
+    """The `OpenAICompatibleClient` that `LocalServer.client` returns.
+
+    It carries the server's API key and behaves like any `OpenAICompatibleClient`, with one
+    addition: the first call that takes longer than 10 seconds logs a hint on the
+    ``glassagent.local`` logger (printed to standard error unless you configure logging) on
+    how to make calls faster.
+
+    Args:
+        model: The model name.
+        hint: The server's slow-call hint, shared by all its clients.
+        **options: Keyword arguments for `OpenAICompatibleClient`.
+    """
+
+    def __init__(self, model: str, *, hint: SlowCallHint, **options: Any) -> None:
+        super().__init__(model, **options)
+        self._hint = hint
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """Send the conversation and return the complete answer, like `OpenAICompatibleClient`.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences and timeout.
+        """
+        started = time.monotonic()
+        response = await super().chat(messages, tools, system, settings=settings)
+        self._hint.check(response, time.monotonic() - started)
+        return response
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the answer, like `OpenAICompatibleClient.stream`.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Temperature, max tokens, stop sequences and timeout.
+
+        Yields:
+            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
+        """
+        started = time.monotonic()
+        parts = cast(
+            "AsyncGenerator[StreamPart, None]",
+            super().stream(messages, tools, system, settings=settings),
+        )
+        async with contextlib.aclosing(parts):  # closing us closes the HTTP response at once
+            async for part in parts:
+                if isinstance(part, LLMResponse):
+                    self._hint.check(part, time.monotonic() - started)
+                yield part
