@@ -41,6 +41,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     chunks: Iterable[tuple[float, bytes]] = ()
     close: bool = False  # drop the connection after this reply
+    content_length: int | None = None  # claim another length (a body cut short)
 
     @classmethod
     def body(cls, data: bytes, status: int = 200, **headers: str) -> Reply:
@@ -132,7 +133,10 @@ class LoopbackServer:
                 headers = {"Content-Type": "text/event-stream", **reply.headers}
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(sum(len(c) for _, c in chunks)))
+                length = reply.content_length
+                if length is None:
+                    length = sum(len(c) for _, c in chunks)
+                self.send_header("Content-Length", str(length))
                 self.end_headers()
                 try:
                     for delay, data in chunks:
@@ -143,7 +147,7 @@ class LoopbackServer:
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
                     return
-                if reply.close:
+                if reply.close or reply.content_length is not None:
                     self.close_connection = True
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -22,7 +22,14 @@ from glassagent.errors import (
     RateLimitError,
     ResponseParseError,
 )
-from glassagent.llm import Attachment, GeminiClient, TextDelta, ThinkingDelta, create_llm_client
+from glassagent.llm import (
+    Attachment,
+    GeminiClient,
+    RetryPolicy,
+    TextDelta,
+    ThinkingDelta,
+    create_llm_client,
+)
 
 KEY = "AIzaSyD3adB33fTestKey0000000000x9Qk"
 BASE = "https://generativelanguage.googleapis.com/"
@@ -63,7 +70,7 @@ def sent(route: respx.Route, index: int = -1) -> dict[str, Any]:
 @pytest.fixture
 def client(monkeypatch: pytest.MonkeyPatch) -> GeminiClient:
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
-    return GeminiClient()
+    return GeminiClient(retry=RetryPolicy(max_retries=0))  # retries: test_retries.py
 
 
 @tool

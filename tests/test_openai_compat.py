@@ -22,6 +22,7 @@ from glassagent.llm import (
     LLMResponse,
     Message,
     OpenAICompatibleClient,
+    RetryPolicy,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -117,6 +118,9 @@ def body_of(route: respx.Route, n: int = 0) -> dict[str, Any]:
 
 async def stream_all(client: OpenAICompatibleClient, *args: Any, **kwargs: Any) -> list[Any]:
     return [part async for part in client.stream(*args, **kwargs)]
+
+
+NO_RETRY = RetryPolicy(max_retries=0)  # retries have their own tests (test_retries.py)
 
 
 @pytest.fixture
@@ -443,7 +447,7 @@ async def test_error_statuses_map_to_typed_errors_without_the_key(status, error)
             headers={"retry-after": "3"},
         )
     )
-    client = OpenAICompatibleClient("m", base_url=BASE, api_key=KEY)
+    client = OpenAICompatibleClient("m", base_url=BASE, api_key=KEY, retry=NO_RETRY)
     for call in (client.chat(HI), stream_all(client, HI)):
         with pytest.raises(error) as info:
             await call
@@ -502,7 +506,7 @@ def unused_port() -> int:
 
 async def test_a_refused_connection_names_the_url_and_how_to_start_a_server() -> None:
     base = f"http://127.0.0.1:{unused_port()}/v1"
-    async with OpenAICompatibleClient("m", base_url=base) as client:
+    async with OpenAICompatibleClient("m", base_url=base, retry=NO_RETRY) as client:
         for call in (client.chat(HI), stream_all(client, HI)):
             with pytest.raises(ProviderUnavailableError) as info:
                 await call

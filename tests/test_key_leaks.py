@@ -1,0 +1,105 @@
+"""Keys never leak, also when a server echoes them back: errors, causes, tracebacks, events."""
+
+from __future__ import annotations
+
+import json
+import traceback
+
+import pytest
+
+from glassagent import Agent
+from glassagent.errors import GlassAgentError
+from glassagent.llm import GeminiClient, Message, OpenAICompatibleClient, RetryPolicy
+from loopback_server import LoopbackServer, Reply, Request
+
+HI = [Message(role="user", content="hi")]
+GEMINI_KEY = "AIzaSyD-echoed-key-0123456789abcdefghij"
+OPENAI_KEY = "sk-echoed-key-0123456789abcdefghijklmnop"
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+def everything_about(error: BaseException) -> str:
+    """All an application could print or log about `error`: text, body, causes, traceback."""
+    texts = ["".join(traceback.format_exception(error))]
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts += [str(current), repr(current), repr(vars(current))]
+        texts += [repr(a) for a in current.args]
+        current = current.__cause__ or current.__context__
+    return "\n".join(texts)
+
+
+def gemini_suspended(request: Request) -> Reply:
+    body = {
+        "error": {
+            "code": 403,
+            "message": f"Consumer 'api_key:{GEMINI_KEY}' has been suspended.",
+            "status": "PERMISSION_DENIED",
+        }
+    }
+    return Reply.body(json.dumps(body).encode(), 403, Content_Type="application/json")
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_key_gemini_echoes_is_masked_everywhere(streaming: bool) -> None:
+    with LoopbackServer(gemini_suspended) as server:
+        client = GeminiClient(
+            api_key=GEMINI_KEY, base_url=server.url, streaming=streaming, retry=NO_RETRY
+        )
+        async with client:
+            with pytest.raises(GlassAgentError) as direct:
+                _ = [p async for p in client.stream(HI)]
+            with pytest.raises(GlassAgentError) as via_agent:
+                await Agent(client).run("hi")
+    for error in (direct.value, via_agent.value):
+        assert "has been suspended" in str(error)
+        assert GEMINI_KEY not in everything_about(error)
+        assert GEMINI_KEY not in (getattr(error, "body", None) or "")
+    assert via_agent.value.result is not None
+    events = json.dumps([e.to_dict() for e in via_agent.value.result.events])
+    assert GEMINI_KEY not in events
+    assert "AIza...ghij" in events  # masked, still recognisable
+
+
+def openai_error_mid_stream(request: Request) -> Reply:
+    chunk = {"error": {"message": f"Incorrect API key provided: {OPENAI_KEY}", "code": 401}}
+    return Reply.body(f"data: {json.dumps(chunk)}\n\n".encode())
+
+
+async def test_a_key_echoed_in_a_stream_error_is_masked() -> None:
+    with LoopbackServer(openai_error_mid_stream) as server:
+        client = OpenAICompatibleClient(
+            "m", base_url=server.url + "/v1", api_key=OPENAI_KEY, retry=NO_RETRY
+        )
+        async with client:
+            with pytest.raises(GlassAgentError) as info:
+                _ = [p async for p in client.stream(HI)]
+            with pytest.raises(GlassAgentError) as via_agent:
+                await Agent(client).run("hi")
+    for error in (info.value, via_agent.value):
+        assert "Incorrect API key provided" in str(error)
+        assert OPENAI_KEY not in everything_about(error)
+        assert OPENAI_KEY not in (getattr(error, "body", None) or "")
+    assert via_agent.value.result is not None
+    assert OPENAI_KEY not in json.dumps([e.to_dict() for e in via_agent.value.result.events])
+
+
+async def test_the_cause_of_a_transport_failure_holds_no_request_headers() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = OpenAICompatibleClient(
+        "m", base_url=f"http://127.0.0.1:{port}/v1", api_key=OPENAI_KEY, retry=NO_RETRY
+    )
+    async with client:
+        with pytest.raises(GlassAgentError) as info:
+            await client.chat(HI)
+    cause = info.value.__cause__
+    assert cause is not None
+    assert "ConnectError" in str(cause)
+    assert not hasattr(cause, "request")  # httpx's error carried the Authorization header
+    assert OPENAI_KEY not in everything_about(info.value)
