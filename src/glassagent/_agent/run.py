@@ -297,6 +297,9 @@ class AgentRun:
             raise ResponseParseError(
                 "The model stream ended without a final LLMResponse.", provider=client.provider_name
             )
+        if problem := decide.malformed_call(response):
+            name = client.provider_name
+            raise ResponseParseError(f"The {name} client returned {problem}", provider=name)
         self._streaming = False
         if not thinking and response.thinking:
             self._emit(ThinkingChunkEvent, text=response.thinking)

@@ -35,7 +35,7 @@ def error_message(body: str) -> str | None:
     """
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
@@ -115,7 +115,7 @@ class HTTPTransport:
                 raise self._transport_error(exc, path) from exc
         try:
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             snippet = redact(content.decode("utf-8", "replace"), self._secret)[:200]
             raise ResponseParseError(
                 f"{self.provider} answered with a body that is not JSON: {snippet!r}",
