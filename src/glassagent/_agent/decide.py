@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,23 @@ def next_step(response: LLMResponse) -> Step:
     if response.tool_calls:
         return Act(response.tool_calls)
     return Finish(response.text)
+
+
+def malformed_call(response: LLMResponse) -> str | None:
+    """What makes a tool call of `response` impossible to act on, or `None` if nothing does.
+
+    Clients check the wire; this checks what any client (a custom one, too) handed back.
+    """
+    for call in response.tool_calls:
+        if not isinstance(call, ToolCall):
+            return f"a tool call that is a {type(call).__name__}, not a ToolCall"
+        for name, expected in (("id", str), ("name", str), ("input", dict)):
+            value = getattr(call, name)
+            if not isinstance(value, expected):
+                kind, wanted = type(value).__name__, expected.__name__
+                shown = reprlib.repr(value)  # short, however large or deep the value
+                return f"a tool call whose {name} is a {kind}, not a {wanted}: {shown}"
+    return None
 
 
 def may_think_again(iteration: int, max_iterations: int) -> bool:

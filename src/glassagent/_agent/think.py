@@ -52,7 +52,8 @@ async def read_answer(
 
     Raises:
         GlassAgentError: What the client raised, or a `ProviderError` wrapping anything
-            untyped; `ResponseParseError` when the stream ends without an `LLMResponse`.
+            untyped; `ResponseParseError` when the stream ends without an `LLMResponse`, or
+            when its tool calls are malformed (checked for every client, also custom ones).
     """
     messages, tools, system, settings = request
     follow_up = iteration > 1
@@ -67,6 +68,10 @@ async def read_answer(
                     thinking.append(part.text)
                     emit(ThinkingChunkEvent, text=part.text)
                 elif isinstance(part, LLMResponse):
+                    if problem := decide.malformed_call(part):
+                        name = client.provider_name
+                        message = f"The {name} client returned {problem}"
+                        raise ResponseParseError(message, provider=name)
                     return part
                 elif isinstance(part, RetryNotice):
                     emit(LLMRetryEvent, iteration=iteration, **decide.retry_fields(part))

@@ -42,6 +42,7 @@ from glassagent._providers.http import (
     retry_after_seconds,
 )
 from glassagent._providers.pools import PerLoop
+from glassagent._providers.shapes import snippet
 from glassagent._providers.transport import new_http_client
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ class GeminiClient(BaseLLMClient):
                 raw_response=response, raw_request=exchange.body(), streamed=False
             )
         except Exception as exc:
-            failure = self._error(exc)
+            failure = self._error(exc, exchange)
         finally:
             _EXCHANGE.reset(token)
         if failure is not None:
@@ -301,26 +302,28 @@ class GeminiClient(BaseLLMClient):
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
         except Exception as exc:
-            failure = self._error(exc)
+            failure = self._error(exc, exchange)
         finally:
             await _close_stream(chunks, exchange)
         if failure is not None:
             raise failure  # outside the handler: the original is not chained as context
         yield response
 
-    def _error(self, exc: Exception) -> GlassAgentError:
+    def _error(self, exc: Exception, exchange: _Exchange) -> GlassAgentError:
         """The typed error for anything google-genai or httpx raised; never shows the key.
 
-        Its ``__cause__`` is a key-free stand-in for `exc`, never `exc` itself: google-genai's
-        errors keep the response body, which may echo the key.
+        Once a response arrived, anything unexpected google-genai raises comes from reading
+        it: an error status keeps its status-based error, a success is a `ResponseParseError`.
+        The error's ``__cause__`` is a key-free stand-in for `exc`, never `exc` itself:
+        google-genai's errors keep the response body, which may echo the key.
         """
         if isinstance(exc, GlassAgentError):
             return exc
-        error = self._typed_error(exc)
+        error = self._typed_error(exc, exchange)
         error.__cause__ = masked_cause(exc, self.__key)
         return error
 
-    def _typed_error(self, exc: Exception) -> GlassAgentError:
+    def _typed_error(self, exc: Exception, exchange: _Exchange) -> GlassAgentError:
         import httpx
         from google.genai import errors as genai_errors
 
@@ -332,19 +335,41 @@ class GeminiClient(BaseLLMClient):
         if isinstance(exc, httpx.TransportError):
             text = redact(f"Could not reach Gemini: {type(exc).__name__}: {exc}", key)
             return ProviderUnavailableError(text, provider="gemini")
-        if isinstance(exc, ValueError):  # JSON and pydantic validation errors
-            text = redact(f"Gemini sent a response that could not be read: {exc}", key)
+        answered = exchange.responses[-1] if exchange.responses else None
+        if answered is not None and answered.status_code >= 400:
+            return self._status_error(answered)
+        if isinstance(exc, ValueError | RecursionError) or answered is not None:
+            # JSON and pydantic validation errors, or google-genai tripping over a body
+            detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            text = redact(f"Gemini sent a response that could not be read: {detail}", key)
             return ResponseParseError(text[:2000], provider="gemini")
         text = redact(f"google-genai raised {type(exc).__name__}: {exc}", key)
         return ProviderError(text, provider="gemini")
 
+    def _status_error(self, response: httpx.Response) -> ProviderError:
+        """The error for an error status whose body google-genai could not read."""
+        try:
+            body = response.text
+        except Exception:  # a streamed body that was not read
+            body = ""
+        return error_for_status(
+            response.status_code,
+            body,
+            provider="gemini",
+            retry_after=retry_after_seconds(response.headers),
+            secret=self.__key,
+        )
+
     def _api_error(self, exc: Any) -> GlassAgentError:
         response = getattr(exc, "response", None)
-        status = int(exc.code or getattr(response, "status_code", 0) or 0)
+        code = exc.code  # the HTTP status, or the code of an error chunk in a stream
+        if isinstance(code, bool) or not isinstance(code, int) or not 100 <= code < 600:
+            code = getattr(response, "status_code", 0)
+        status = code if isinstance(code, int) else 0
         try:
-            body = response.text if response is not None else json.dumps(exc.details)
+            body = response.text if response is not None else snippet(exc.details, None)
         except Exception:
-            body = json.dumps(exc.details, default=str)
+            body = snippet(exc.details, None)
         message = exc.message if isinstance(exc.message, str) else None
         if status == 400 and "API_KEY_INVALID" in body:
             text = redact(f"gemini rejected the API key: {message or body}", self.__key)

@@ -26,6 +26,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._providers.shapes import token_count
 
 PROVIDER = "gemini"
 SIGNATURE = "thought_signature"
@@ -210,9 +211,9 @@ class Accumulator:
         metadata = getattr(chunk, "usage_metadata", None)
         if metadata is not None:
             self.usage = Usage(
-                metadata.prompt_token_count or 0,
-                metadata.candidates_token_count or 0,
-                metadata.thoughts_token_count or 0,
+                token_count(metadata.prompt_token_count),
+                token_count(metadata.candidates_token_count),
+                token_count(metadata.thoughts_token_count),
             )
         candidates = getattr(chunk, "candidates", None) or []
         if not candidates:

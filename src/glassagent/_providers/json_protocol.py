@@ -31,6 +31,7 @@ from glassagent._core.messages import (
     ToolCall,
     ToolDefinition,
 )
+from glassagent._providers import shapes
 
 _INSTRUCTIONS = """\
 You can use tools. Reply with exactly one JSON object and nothing else: no prose, no code fence.
@@ -145,7 +146,7 @@ def _decode_first(text: str) -> Any:
         for candidate in (text[start:], _repair(text[start:])):
             try:
                 value, _ = decoder.raw_decode(candidate)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict | list):
                 return value
@@ -174,7 +175,7 @@ def _tool_call(raw: Any) -> ToolCall:
     args: Any = next((raw[k] for k in ("input", "arguments", "parameters") if k in raw), {})
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
-            args = json.loads(args) if args.strip() else {}
+            args = shapes.loads(args) if args.strip() else {}
     if not isinstance(args, dict):
         problem = f"'input' must be a JSON object, got {args!r}"
         return ToolCall(_new_id(), raw["name"], {}, {ARGUMENTS_ERROR: problem})
@@ -194,7 +195,7 @@ def _read_object(obj: dict[str, Any]) -> tuple[str | None, list[ToolCall], str |
         calls.append(_tool_call(obj))  # a bare {"name": ..., "arguments": ...} call
     response = obj.get("response")
     if response is not None and not isinstance(response, str):
-        response = json.dumps(response)
+        response = shapes.snippet(response, limit=None)
     return thought, calls, response
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -32,7 +31,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol
+from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.openai_compat import parse_arguments, wire_tools
@@ -47,6 +46,7 @@ DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
 _NO_SETTINGS = ModelSettings()
+_PROVIDER = "ollama"
 _CHAT = "/api/chat"
 _SHOW = "/api/show"
 _DURATIONS = {
@@ -99,18 +99,26 @@ def _wire_message(message: Message) -> dict[str, Any]:
 
 
 def _tool_call(raw: dict[str, Any]) -> ToolCall:
-    function = raw.get("function") or {}
-    call_id = raw.get("id") or f"call_{uuid.uuid4().hex[:12]}"
-    return parse_arguments(call_id, function.get("name") or "", function.get("arguments"))
+    where = "a tool call"
+    function = shapes.object_field(raw, "function", _PROVIDER, where)
+    call_id = shapes.text_field(raw, "id", _PROVIDER, where) or f"call_{uuid.uuid4().hex[:12]}"
+    name = shapes.text_field(function, "name", _PROVIDER, "a tool call function")
+    return parse_arguments(call_id, name, function.get("arguments"))
+
+
+def _read_message(message: dict[str, Any]) -> tuple[str, str, list[ToolCall]]:
+    """The text, thinking and tool calls of a ``message`` (wrong types raise)."""
+    where = "a message"
+    content = shapes.text_field(message, "content", _PROVIDER, where)
+    thinking = shapes.text_field(message, "thinking", _PROVIDER, where)
+    calls = shapes.object_list(message, "tool_calls", _PROVIDER, where)
+    return content, thinking, [_tool_call(raw) for raw in calls]
 
 
 def _timings(chunk: dict[str, Any]) -> dict[str, float]:
-    """Ollama's nanosecond durations, in milliseconds."""
-    return {
-        name: chunk[key] / 1e6
-        for key, name in _DURATIONS.items()
-        if isinstance(chunk.get(key), int | float)
-    }
+    """Ollama's nanosecond durations, in milliseconds (malformed ones are left out)."""
+    durations = {name: shapes.duration(chunk.get(key), 1e-6) for key, name in _DURATIONS.items()}
+    return {name: value for name, value in durations.items() if value is not None}
 
 
 class OllamaClient(BaseLLMClient):
@@ -210,7 +218,8 @@ class OllamaClient(BaseLLMClient):
             if isinstance(capabilities, list):
                 native = "tools" in capabilities
             else:
-                native = ".Tools" in str(info.get("template") or "")
+                template = info.get("template")
+                native = isinstance(template, str) and ".Tools" in template
             self._capabilities[self.model] = "native" if native else "json"
         self.tool_protocol = self._capabilities[self.model]
         return self.tool_protocol
@@ -268,8 +277,11 @@ class OllamaClient(BaseLLMClient):
             tool_calls=tuple(calls),
             stop_reason="max_tokens" if last.get("done_reason") == "length" else "end_turn",
             thinking="".join(thinking) or None,
-            usage=Usage(int(last.get("prompt_eval_count") or 0), int(last.get("eval_count") or 0)),
-            model=last.get("model") or self.model,
+            usage=Usage(
+                shapes.token_count(last.get("prompt_eval_count")),
+                shapes.token_count(last.get("eval_count")),
+            ),
+            model=shapes.optional_text(last.get("model")) or self.model,
             raw_response=raw,
             raw_request=body,
             timings=_timings(last),
@@ -279,13 +291,16 @@ class OllamaClient(BaseLLMClient):
     def _check(self, chunk: Any, what: str) -> dict[str, Any]:
         if not isinstance(chunk, dict):
             raise ResponseParseError(
-                f"Ollama answered with {what} that is not a JSON object: {chunk!r:.200}",
+                f"Ollama answered with {what} that is not a JSON object: "
+                f"{shapes.snippet(chunk, 200)}",
                 provider=self.provider_name,
             )
         if "error" in chunk:
+            error = chunk["error"]
+            message = error if isinstance(error, str) else shapes.snippet(error)
             raise ProviderError(
-                f"Ollama reported an error: {chunk['error']}",
-                body=json.dumps(chunk)[:2000],
+                f"Ollama reported an error: {message[:2000]}",
+                body=shapes.snippet(chunk, 2000),
                 provider=self.provider_name,
             )
         return chunk
@@ -309,12 +324,10 @@ class OllamaClient(BaseLLMClient):
         body, json_mode = await self._body(messages, tools, system, settings, stream=False)
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            raw = await self._transport.post_json(_CHAT, body, limits)
-            raw = self._check(raw, "a body")
-            message = raw.get("message") or {}
-            calls = [_tool_call(c) for c in message.get("tool_calls") or []]
-            parts = ([message.get("content") or ""], [message.get("thinking") or ""], calls)
-            yield self._response(parts, raw, body, raw, json_mode)
+            raw = self._check(await self._transport.post_json(_CHAT, body, limits), "a body")
+            message = shapes.object_field(raw, "message", self.provider_name, "a body")
+            content, thinking, calls = _read_message(message)
+            yield self._response(([content], [thinking], calls), raw, body, raw, json_mode)
 
         return await final_response(self._retrying(attempt, settings))
 
@@ -372,7 +385,7 @@ class OllamaClient(BaseLLMClient):
                 if last is not None or not line.strip():  # after `done`: read to the end,
                     continue  # so the connection goes back to the pool
                 try:
-                    chunk = self._check(json.loads(line), "a stream line")
+                    chunk = self._check(shapes.loads(line), "a stream line")
                 except ValueError:
                     raise ResponseParseError(
                         f"Ollama sent a malformed stream line: {line[:200]!r}",
@@ -401,16 +414,17 @@ class OllamaClient(BaseLLMClient):
         json_mode: bool,
     ) -> list[StreamPart]:
         """Add one stream line to `parts`; return the deltas to yield."""
-        message = chunk.get("message") or {}
+        message = shapes.object_field(chunk, "message", _PROVIDER, "a stream line")
+        content, thinking, calls = _read_message(message)
         deltas: list[StreamPart] = []
-        if thinking := message.get("thinking"):
+        if thinking:
             parts[1].append(thinking)
             deltas.append(ThinkingDelta(thinking))
-        if content := message.get("content"):
+        if content:
             parts[0].append(content)
             if not json_mode:
                 deltas.append(TextDelta(content))
-        parts[2].extend(_tool_call(c) for c in message.get("tool_calls") or [])
+        parts[2].extend(calls)
         return deltas
 
 

@@ -28,12 +28,12 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol
+from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
 from glassagent._providers.http import clean_key, redact
 from glassagent._providers.sse import sse_events
-from glassagent._providers.transport import HTTPTransport, error_message
+from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
     import httpx
@@ -126,12 +126,19 @@ def wire_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 
 
 def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
-    """A `ToolCall` from wire arguments; invalid JSON marks the call with `ARGUMENTS_ERROR`."""
+    """A `ToolCall` from wire arguments (an object, JSON text, or null for none).
+
+    Arguments that are not a JSON object (invalid JSON, an array, a number...) mark the call
+    with `ARGUMENTS_ERROR`, so the agent tells the model instead of running the tool.
+    """
     if isinstance(arguments, dict):
         return ToolCall(call_id, name, arguments)
-    text = arguments if isinstance(arguments, str) else ""
+    if arguments is not None and not isinstance(arguments, str):
+        problem = f"the arguments must be a JSON object, got {shapes.snippet(arguments)}"
+        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+    text = arguments or ""
     try:
-        value = json.loads(text) if text.strip() else {}
+        value = shapes.loads(text) if text.strip() else {}
     except ValueError as exc:
         problem = f"the arguments are not valid JSON ({exc}): {text[:500]!r}"
         return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
@@ -142,25 +149,32 @@ def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
 
 
 def _usage(raw: Any) -> Usage:
+    """The token counts of a ``usage`` object; malformed counts count as 0."""
     if not isinstance(raw, dict):
         return Usage()
-    details = raw.get("completion_tokens_details") or {}
-    reasoning = int(details.get("reasoning_tokens") or 0)
-    output = int(raw.get("completion_tokens") or 0)
-    return Usage(int(raw.get("prompt_tokens") or 0), output - reasoning, reasoning)
+    details = raw.get("completion_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    output = shapes.token_count(raw.get("completion_tokens"))
+    reasoning = min(shapes.token_count(details.get("reasoning_tokens")), output)
+    return Usage(shapes.token_count(raw.get("prompt_tokens")), output - reasoning, reasoning)
 
 
 def _timings(raw: Any) -> dict[str, float]:
     """The durations in llama-server's ``timings`` object (``prompt_ms``, ``predicted_ms``)."""
     if not isinstance(raw, dict):
         return {}
-    return {k: float(raw[k]) for k in _LLAMA_TIMINGS if isinstance(raw.get(k), int | float)}
+    durations = {k: shapes.duration(raw.get(k)) for k in _LLAMA_TIMINGS}
+    return {k: v for k, v in durations.items() if v is not None}
 
 
 class _Assembly:
-    """Collects one answer, from a complete body or from streamed chunks."""
+    """Collects one answer, from a complete body or from streamed chunks.
 
-    def __init__(self) -> None:
+    Every value is checked where it enters: a wrong type raises `ResponseParseError`.
+    """
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
@@ -169,38 +183,62 @@ class _Assembly:
         self.model: str | None = None
         self.timings: dict[str, float] = {}
 
-    def add_call(self, index: int, raw: dict[str, Any]) -> None:
+    def add_call(self, position: int, raw: dict[str, Any]) -> None:
         """Add a tool call, or the next fragment of one (fragments share an ``index``)."""
-        slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
-        function = raw.get("function") or {}
-        slot["id"] = slot["id"] or raw.get("id")
-        slot["name"] = slot["name"] or function.get("name") or ""
+        where = "a tool call"
+        index = raw.get("index", position)
+        if isinstance(index, bool) or not isinstance(index, int):
+            detail = f"{where} whose 'index' is {shapes.kind(index)}, not an integer"
+            raise shapes.parse_error(self.provider, detail, raw)
+        function = shapes.object_field(raw, "function", self.provider, where)
+        call_id = shapes.text_field(raw, "id", self.provider, where)
+        name = shapes.text_field(function, "name", self.provider, "a tool call function")
         arguments = function.get("arguments")
-        if isinstance(arguments, dict):
-            arguments = json.dumps(arguments)
+        if arguments is not None and not isinstance(arguments, str):
+            try:  # an object (some servers send one); parse_arguments flags any other value
+                arguments = shapes.dumps(arguments)
+            except ValueError:
+                detail = f"{where} whose arguments nest too deeply"
+                raise shapes.parse_error(self.provider, detail) from None
+        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        slot["id"] = slot["id"] or call_id
+        slot["name"] = slot["name"] or name
         slot["arguments"].append(arguments or "")
 
     def add_meta(self, chunk: dict[str, Any]) -> None:
-        """Take model, usage and timings from a body or chunk that carries them."""
-        self.model = chunk.get("model") or self.model
+        """Take model, usage and timings from a body or chunk (malformed ones are ignored)."""
+        self.model = shapes.optional_text(chunk.get("model")) or self.model
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
         if chunk.get("timings"):
             self.timings = _timings(chunk["timings"])
 
+    def add_choice(self, choice: Any, key: str) -> list[StreamPart]:
+        """Fold in a choice's ``message`` or ``delta`` (`key`) and its finish reason."""
+        if not isinstance(choice, dict):
+            detail = f"a choice that is {shapes.kind(choice)}, not an object"
+            raise shapes.parse_error(self.provider, detail, choice)
+        finish = shapes.text_field(choice, "finish_reason", self.provider, "a choice")
+        self.finish_reason = finish or self.finish_reason
+        return self.add_delta(shapes.object_field(choice, key, self.provider, "a choice"))
+
     def add_delta(self, delta: dict[str, Any]) -> list[StreamPart]:
-        """Fold one streamed delta in; return the text and thinking deltas it carried."""
+        """Fold one message or streamed delta in; return the text and thinking it carried."""
         parts: list[StreamPart] = []
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
+        where = "a message"
+        reasoning = shapes.text_field(delta, "reasoning_content", self.provider, where)
+        reasoning = reasoning or shapes.text_field(delta, "reasoning", self.provider, where)
+        if reasoning:
             self.reasoning.append(reasoning)
             parts.append(ThinkingDelta(reasoning))
-        content = delta.get("content") or delta.get("refusal")
-        if isinstance(content, str) and content:
+        content = shapes.text_field(delta, "content", self.provider, where)
+        content = content or shapes.text_field(delta, "refusal", self.provider, where)
+        if content:
             self.text.append(content)
             parts.append(TextDelta(content))
-        for position, raw in enumerate(delta.get("tool_calls") or []):
-            self.add_call(raw.get("index", position), raw)
+        calls = shapes.object_list(delta, "tool_calls", self.provider, where)
+        for position, raw in enumerate(calls):
+            self.add_call(position, raw)
         return parts
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -339,16 +377,11 @@ class OpenAICompatibleClient(BaseLLMClient):
         return json_protocol.read_response(response) if json_mode else response
 
     def _parse_error(self, detail: str, raw: Any) -> ResponseParseError:
-        snippet = redact(json.dumps(raw)[:500], self._secret) if raw is not None else None
-        return ResponseParseError(
-            redact(f"{self.provider_name} answered with {detail}.", self._secret),
-            body=snippet,
-            provider=self.provider_name,
-        )
+        return shapes.parse_error(self.provider_name, detail, raw, secret=self._secret)
 
     def _decode_chunk(self, data: str) -> dict[str, Any]:
         try:
-            chunk = json.loads(data)
+            chunk = shapes.loads(data)
         except ValueError:
             raise self._parse_error(f"a malformed stream chunk {data[:200]!r}", None) from None
         if not isinstance(chunk, dict):
@@ -356,11 +389,16 @@ class OpenAICompatibleClient(BaseLLMClient):
         return chunk
 
     def _stream_error(self, chunk: dict[str, Any]) -> ProviderError:
-        body = redact(json.dumps(chunk), self._secret)
-        message = error_message(body) or chunk.get("message") or "no details"
+        secret = self._secret
+        error = chunk.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if not isinstance(message, str):
+            message = shapes.optional_text(chunk.get("message")) or "no details"
         return ProviderError(
-            redact(f"{self.provider_name} reported an error mid-stream: {message}", self._secret),
-            body=body[:500],
+            redact(
+                f"{self.provider_name} reported an error mid-stream: {message[:500]}", self._secret
+            ),
+            body=redact(shapes.snippet(chunk), secret),
             provider=self.provider_name,
         )
 
@@ -387,13 +425,11 @@ class OpenAICompatibleClient(BaseLLMClient):
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             raw = await self._transport.post_json(_PATH, body, limits)
             choices = raw.get("choices") if isinstance(raw, dict) else None
-            if not choices or not isinstance(choices[0], dict):
+            if not isinstance(choices, list) or not choices:
                 raise self._parse_error("a body without choices", raw)
-            message = choices[0].get("message") or {}
-            assembly = _Assembly()
+            assembly = _Assembly(self.provider_name)
             assembly.add_meta(raw)
-            assembly.add_delta(message)
-            assembly.finish_reason = choices[0].get("finish_reason")
+            assembly.add_choice(choices[0], "message")
             yield self._finish(assembly, body, raw, json_mode)
 
         return await final_response(self._retrying(attempt, settings))
@@ -446,7 +482,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         self, body: dict[str, Any], json_mode: bool, limits: CallLimits
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the SSE body to its end, yielding parts as they come."""
-        assembly = _Assembly()
+        assembly = _Assembly(self.provider_name)
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(_PATH, body, limits) as response:
@@ -461,9 +497,11 @@ class OpenAICompatibleClient(BaseLLMClient):
                 if event == "error" or "error" in chunk:
                     raise self._stream_error(chunk)
                 assembly.add_meta(chunk)
-                for choice in chunk.get("choices") or []:
-                    assembly.finish_reason = choice.get("finish_reason") or assembly.finish_reason
-                    for part in assembly.add_delta(choice.get("delta") or {}):
+                choices = chunk.get("choices")
+                if choices is not None and not isinstance(choices, list):
+                    raise self._parse_error("a stream chunk whose 'choices' is not an array", chunk)
+                for choice in choices or []:
+                    for part in assembly.add_choice(choice, "delta"):
                         if not (json_mode and isinstance(part, TextDelta)):
                             yield part
         if not done and assembly.finish_reason is None:

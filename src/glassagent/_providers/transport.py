@@ -36,7 +36,7 @@ def error_message(body: str) -> str | None:
     """
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
