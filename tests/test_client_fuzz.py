@@ -27,6 +27,7 @@ from glassagent.llm import (
     Message,
     OllamaClient,
     OpenAICompatibleClient,
+    RetryPolicy,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -337,6 +338,9 @@ def openai_chunks(json_mode: bool) -> list[dict[str, Any]]:
     return chunks
 
 
+NO_RETRY = RetryPolicy(max_retries=0)  # a retried fuzz case would only wait
+
+
 def openai_client(payload: bytes, status: int, json_mode: bool, stream: bool):
     content_type = "text/event-stream" if stream else "application/json"
     return OpenAICompatibleClient(
@@ -345,6 +349,7 @@ def openai_client(payload: bytes, status: int, json_mode: bool, stream: bool):
         api_key=KEY,
         http_client=http(status, payload, content_type),
         tool_protocol="json" if json_mode else "native",
+        retry=NO_RETRY,
     )
 
 
@@ -413,6 +418,7 @@ def ollama_client(payload: bytes, status: int, json_mode: bool) -> OllamaClient:
         base_url="http://127.0.0.1:11434",
         http_client=http(status, payload, "application/json"),
         tool_protocol="json" if json_mode else "native",
+        retry=NO_RETRY,
     )
 
 
@@ -480,7 +486,8 @@ def gemini() -> GeminiClient:
         return httpx.Response(SERVED.status, content=SERVED.payload, headers=headers)
 
     transport = httpx.MockTransport(handler)
-    return GeminiClient(api_key=GEMINI_KEY, http_client=httpx.AsyncClient(transport=transport))
+    http_client = httpx.AsyncClient(transport=transport)
+    return GeminiClient(api_key=GEMINI_KEY, http_client=http_client, retry=NO_RETRY)
 
 
 def gemini_client(payload: bytes, status: int, content_type: str) -> GeminiClient:

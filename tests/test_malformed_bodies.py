@@ -18,6 +18,7 @@ from glassagent.llm import (
     Message,
     OllamaClient,
     OpenAICompatibleClient,
+    RetryPolicy,
     ToolCall,
     ToolDefinition,
     Usage,
@@ -49,16 +50,27 @@ def serve(payload: str | bytes, status: int = 200) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
+NO_RETRY = RetryPolicy(max_retries=0)  # retries have their own tests
+
+
 def openai(payload: str | bytes, status: int = 200, **kwargs: Any) -> OpenAICompatibleClient:
     return OpenAICompatibleClient(
-        "m", base_url="http://127.0.0.1:8080/v1", http_client=serve(payload, status), **kwargs
+        "m",
+        base_url="http://127.0.0.1:8080/v1",
+        http_client=serve(payload, status),
+        retry=NO_RETRY,
+        **kwargs,
     )
 
 
 def ollama(payload: str | bytes, status: int = 200, **kwargs: Any) -> OllamaClient:
     kwargs.setdefault("tool_protocol", "native")
     return OllamaClient(
-        "m", base_url="http://127.0.0.1:11434", http_client=serve(payload, status), **kwargs
+        "m",
+        base_url="http://127.0.0.1:11434",
+        http_client=serve(payload, status),
+        retry=NO_RETRY,
+        **kwargs,
     )
 
 
@@ -280,7 +292,9 @@ async def test_ollama_template_that_is_not_a_string_means_json_protocol() -> Non
 
 def gemini(payload: str, status: int = 200) -> GeminiClient:
     return GeminiClient(
-        api_key="AIzaSyMalformed00000000000000000x9Qk", http_client=serve(payload, status)
+        api_key="AIzaSyMalformed00000000000000000x9Qk",
+        http_client=serve(payload, status),
+        retry=NO_RETRY,
     )
 
 
