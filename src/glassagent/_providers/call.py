@@ -239,5 +239,6 @@ async def final_response(parts: AsyncGenerator[StreamPart, None]) -> LLMResponse
         async for part in parts:
             if isinstance(part, LLMResponse):
                 response = part
-    assert response is not None, "an attempt ended without its LLMResponse"
+    if response is None:  # pragma: no cover - every attempt ends with its LLMResponse
+        raise ResponseParseError("The model call ended without an answer.")
     return response
