@@ -22,12 +22,17 @@ def everything_about(error: BaseException) -> str:
     """All an application could print or log about `error`: text, body, causes, traceback."""
     texts = ["".join(traceback.format_exception(error))]
     seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
         seen.add(id(current))
         texts += [str(current), repr(current), repr(vars(current))]
         texts += [repr(a) for a in current.args]
-        current = current.__cause__ or current.__context__
+        request = getattr(current, "request", None)  # httpx errors carry their request
+        texts.append(repr(getattr(getattr(request, "headers", None), "raw", None)))
+        pending += [current.__cause__, current.__context__]  # both links, never only one
     return "\n".join(texts)
 
 
@@ -102,4 +107,28 @@ async def test_the_cause_of_a_transport_failure_holds_no_request_headers() -> No
     assert cause is not None
     assert "ConnectError" in str(cause)
     assert not hasattr(cause, "request")  # httpx's error carried the Authorization header
+    assert OPENAI_KEY not in everything_about(info.value)
+
+
+async def stream_all(client: OpenAICompatibleClient) -> list[object]:
+    return [part async for part in client.stream(HI)]
+
+
+def echoing_key_in_a_broken_body(request: Request) -> Reply:
+    if request.json().get("stream"):
+        return Reply.body(f"data: {{broken {OPENAI_KEY}\n\n".encode())
+    return Reply.body(f"<html>bad key {OPENAI_KEY}</html>".encode(), Content_Type="text/html")
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_key_echoed_in_an_unreadable_body_is_not_kept_as_context(streamed: bool) -> None:
+    with LoopbackServer(echoing_key_in_a_broken_body) as server:
+        client = OpenAICompatibleClient(
+            "m", base_url=server.url + "/v1", api_key=OPENAI_KEY, retry=NO_RETRY
+        )
+        async with client:
+            call = stream_all(client) if streamed else client.chat(HI)
+            with pytest.raises(GlassAgentError) as info:
+                await call
+    assert type(info.value).__name__ == "ResponseParseError"
     assert OPENAI_KEY not in everything_about(info.value)

@@ -380,10 +380,9 @@ class OpenAICompatibleClient(BaseLLMClient):
         return shapes.parse_error(self.provider_name, detail, raw, secret=self._secret)
 
     def _decode_chunk(self, data: str) -> dict[str, Any]:
-        try:
-            chunk = shapes.loads(data)
-        except ValueError:
-            raise self._parse_error(f"a malformed stream chunk {data[:200]!r}", None) from None
+        ok, chunk = shapes.parse_json(data)
+        if not ok:
+            raise self._parse_error(f"a malformed stream chunk {data[:200]!r}", None)
         if not isinstance(chunk, dict):
             raise self._parse_error(f"a stream chunk that is not an object {data[:200]!r}", None)
         return chunk

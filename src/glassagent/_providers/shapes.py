@@ -33,6 +33,18 @@ def loads(text: str | bytes) -> Any:
         raise ValueError("the JSON nests too deeply") from None
 
 
+def parse_json(text: str | bytes) -> tuple[bool, Any]:
+    """``(True, value)`` for JSON text, else ``(False, None)`` (never raises).
+
+    Callers raise their own error outside any handler, so the body is not kept as the
+    ``__context__`` of what they raise (a body may echo a key).
+    """
+    try:
+        return True, loads(text)
+    except ValueError:
+        return False, None
+
+
 def dumps(value: Any) -> str:
     """`value` as JSON text.
 

@@ -8,12 +8,12 @@ is imported only when a request is made, so importing a client module stays chea
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import ProviderError, ProviderUnavailableError, ResponseParseError
+from glassagent._providers import shapes
 from glassagent._providers.call import CallLimits
 from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
 from glassagent._providers.pools import PerLoop
@@ -34,10 +34,7 @@ def error_message(body: str) -> str | None:
     Handles ``{"error": {"message": ...}}`` (OpenAI, llama-server) and ``{"error": "..."}``
     (Ollama).
     """
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    _, data = shapes.parse_json(body)
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
         message = error.get("message")
@@ -89,19 +86,24 @@ class HTTPTransport:
             ResponseParseError: When the answer is not JSON.
         """
         async with self.stream(path, body, limits) as response:
-            try:
-                content = await response.aread()
-            except Exception as exc:
-                raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
-        try:
-            return json.loads(content)
-        except (ValueError, RecursionError) as exc:
+            content = await self._read(response, path)
+        ok, value = shapes.parse_json(content)
+        if not ok:
             snippet = redact(content.decode("utf-8", "replace"), self._secret)[:200]
             raise ResponseParseError(
                 f"{self.provider} answered with a body that is not JSON: {snippet!r}",
                 body=snippet,
                 provider=self.provider,
-            ) from masked_cause(exc, self._secret)
+            )
+        return value
+
+    async def _read(self, response: httpx.Response, path: str) -> bytes:
+        """The whole body of `response`; a lost connection raises a typed error."""
+        try:
+            return await response.aread()
+        except Exception as exc:
+            failure = self._failure(exc, path)
+        raise failure  # outside the handler, so the original is not its __context__
 
     @asynccontextmanager
     async def stream(
@@ -116,10 +118,13 @@ class HTTPTransport:
         client = await self._client()
         url = self.base_url + path
         request = client.build_request("POST", url, json=body, headers=self._headers)
+        failure: ProviderError | None = None
         try:
             response = await limits.wait(self._send(client, request))
         except Exception as exc:
-            raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
+            failure = self._failure(exc, path)
+        if failure is not None:
+            raise failure  # outside the handler, so the original is not its __context__
         limits.guard(response)
         try:
             if response.status_code >= 400:
@@ -148,21 +153,20 @@ class HTTPTransport:
     async def lines(self, response: httpx.Response, path: str) -> AsyncIterator[str]:
         """The lines of a streamed body; a lost connection raises `ProviderUnavailableError`."""
         iterator = response.aiter_lines()
-        while True:
+        failure: ProviderError | None = None
+        while failure is None:
             try:
                 line = await iterator.__anext__()
             except StopAsyncIteration:
                 return
             except Exception as exc:
-                raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
+                failure = self._failure(exc, path)
+                break
             yield line
+        raise failure  # outside the handler, so the original is not its __context__
 
     async def _raise_for_status(self, response: httpx.Response, path: str) -> None:
-        try:
-            raw = await response.aread()
-        except Exception as exc:
-            raise self._transport_error(exc, path) from masked_cause(exc, self._secret)
-        text = raw.decode("utf-8", "replace")
+        text = (await self._read(response, path)).decode("utf-8", "replace")
         status = response.status_code
         if self._status_hook is not None and (custom := self._status_hook(status, text)):
             raise custom
@@ -175,12 +179,19 @@ class HTTPTransport:
             secret=self._secret,
         )
 
+    def _failure(self, exc: Exception, path: str) -> ProviderError:
+        """The typed error for `exc`, caused by a key-free stand-in for it (never `exc`)."""
+        if isinstance(exc, ProviderError):  # ours already, e.g. a limit of the call
+            return exc
+        error = self._transport_error(exc, path)
+        error.__cause__ = masked_cause(exc, self._secret)
+        error.__suppress_context__ = True
+        return error
+
     def _transport_error(self, exc: Exception, path: str) -> ProviderError:
         """The typed error for an httpx failure (other exceptions are wrapped as-is)."""
         import httpx
 
-        if isinstance(exc, ProviderError):
-            return exc
         url = self.base_url + path
         detail = redact(f"{type(exc).__name__}: {exc}", self._secret)
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
