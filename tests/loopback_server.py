@@ -81,6 +81,7 @@ class LoopbackServer:
         self.handler = handler
         self.requests: list[Request] = []
         self.connections = 0
+        self.closed = 0  # connections the client closed (or that ended)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -102,6 +103,11 @@ class LoopbackServer:
                 with owner._lock:
                     owner.connections += 1
                     self.connection_number = owner.connections
+
+            def finish(self) -> None:
+                super().finish()
+                with owner._lock:
+                    owner.closed += 1
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

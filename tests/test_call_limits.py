@@ -18,6 +18,7 @@ from glassagent.llm import (
     OpenAICompatibleClient,
     RetryNotice,
     RetryPolicy,
+    ToolDefinition,
 )
 from glassagent.testing import FunctionClient
 from loopback_server import LoopbackServer, Reply, Request, openai_answer
@@ -41,11 +42,12 @@ def gemini_delta(text: str) -> bytes:
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
+def openai_client(url: str) -> OpenAICompatibleClient:
+    return OpenAICompatibleClient("m", base_url=url + "/v1", api_key="")
+
+
 WIRES = {
-    "openai": (
-        openai_delta,
-        lambda url: OpenAICompatibleClient("m", base_url=url + "/v1", api_key=""),
-    ),
+    "openai": (openai_delta, openai_client),
     "ollama": (ollama_delta, lambda url: OllamaClient("m", base_url=url, tool_protocol="native")),
     "gemini": (gemini_delta, lambda url: GeminiClient(api_key=KEY, base_url=url)),
 }
@@ -210,3 +212,46 @@ async def test_a_call_past_its_deadline_ends_the_run_keeping_the_partial_answer(
     assert result.new_messages[-1].status == "aborted"
     assert result.new_messages[-1].content == result.text
     assert result.events[-1].type == "error"
+
+
+async def test_a_stalled_plain_call_is_not_retried() -> None:
+    late = Reply(chunks=[(3, b"{}")], headers={"Content-Type": "application/json"})
+    with LoopbackServer(lambda request: late) as server:
+        async with openai_client(server.url) as client:
+            settings = ModelSettings(stall_timeout=0.5, retry=RetryPolicy(initial_delay=0.01))
+            with pytest.raises(ProviderTimeoutError, match="stall_timeout"):
+                await client.chat(HI, settings=settings)
+    assert len(server.requests) == 1  # still generating, most likely: trying again costs as much
+
+
+async def test_ollamas_capability_lookup_counts_against_the_deadline() -> None:
+    def handle(request: Request) -> Reply:
+        if request.path == "/api/show":
+            return Reply(chunks=[(4, b"{}")], headers={"Content-Type": "application/json"})
+        return Reply.body(ollama_delta("never"))
+
+    tool_definition = ToolDefinition("add", "Add.", {"type": "object", "properties": {}})
+    with LoopbackServer(handle) as server:
+        async with OllamaClient("m", base_url=server.url) as client:  # tool_protocol="auto"
+            started = time.monotonic()
+            with pytest.raises(ProviderTimeoutError):
+                await client.chat(HI, [tool_definition], settings=ModelSettings(timeout=1.0))
+    assert time.monotonic() - started < 3
+
+
+async def test_the_timer_fallback_expires_completes_and_passes_cancellation_on() -> None:
+    from glassagent._providers.call import _Expired, _wait_until_by_timer
+
+    loop = asyncio.get_running_loop()
+    with pytest.raises(_Expired):
+        await _wait_until_by_timer(asyncio.sleep(5), loop.time() + 0.05, loop)
+    assert await _wait_until_by_timer(asyncio.sleep(0, "done"), loop.time() + 5, loop) == "done"
+
+    async def cancelled_from_outside() -> None:
+        await _wait_until_by_timer(asyncio.sleep(5), loop.time() + 5, loop)
+
+    task = asyncio.create_task(cancelled_from_outside())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

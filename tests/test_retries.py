@@ -273,3 +273,22 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
     assert [exact.delay(n, failure) for n in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
     assert exact.delay(1, failure, remaining=1.5) is None  # past the call's deadline
     assert RetryPolicy(max_retries=0).delay(0, failure) is None
+
+
+async def test_retry_after_on_an_overloaded_server_is_honoured() -> None:
+    with LoopbackServer(scripted(error(503, Retry_After="0.4"), OK)) as server:
+        async with openai(server, retry=FAST) as client:
+            parts = await collect(client)
+    notice = next(p for p in parts if isinstance(p, RetryNotice))
+    assert notice.delay == pytest.approx(0.4)  # not FAST's 0.01 s backoff
+
+
+async def test_requests_ask_for_uncompressed_answers() -> None:
+    with LoopbackServer(scripted(OK)) as server:
+        async with openai(server) as client:
+            await collect(client)
+        ok = Reply.body(f"data: {json.dumps(GEMINI_OK)}\n\n".encode())
+        server.handler = scripted(ok)
+        async with GeminiClient(api_key=KEY, base_url=server.url) as gemini:
+            await collect(gemini)
+    assert [r.headers["accept-encoding"] for r in server.requests] == ["identity", "identity"]

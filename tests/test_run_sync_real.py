@@ -88,3 +88,48 @@ def test_ollama_client_survives_repeated_run_sync() -> None:
         assert [agent.run_sync("hello").text for _ in range(3)] == ["hi"] * 3
         assert server.connections == 1
         asyncio.run(agent.client.aclose())
+
+
+def test_a_client_dropped_without_aclose_closes_its_connections() -> None:
+    """No reference cycle keeps a dropped client's pool (and socket) alive until a GC run."""
+    import gc
+    import time
+
+    gc.disable()
+    try:
+        with answering("hi") as server:
+            for _ in range(3):
+                client = OpenAICompatibleClient("m", base_url=server.url + "/v1", api_key="")
+                assert Agent(client).run_sync("hello").text == "hi"
+                del client
+            deadline = time.monotonic() + 10
+            while server.closed < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert server.connections == 3
+            assert server.closed == 3
+    finally:
+        gc.enable()
+
+
+def test_run_sync_works_in_a_forked_child() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import os
+        from glassagent import Agent
+        from glassagent.testing import ScriptedClient
+
+        agent = Agent(ScriptedClient(["parent", "child"]))
+        assert agent.run_sync("hi").text == "parent"
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if agent.run_sync("hi").text == "child" else 1)
+        _, status = os.waitpid(pid, 0)
+        raise SystemExit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()

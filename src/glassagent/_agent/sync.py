@@ -9,6 +9,7 @@ coroutine (a run aborts and keeps its partial answer) and is then raised to the 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -34,6 +35,17 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _loop = loop
         return _loop
+
+
+def _forget_after_fork() -> None:
+    """A forked child has the loop object but not its thread: start a new one when needed."""
+    global _loop, _lock
+    _loop = None
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 async def _captured(coro: Coroutine[Any, Any, _T], ended: threading.Event) -> tuple[bool, Any]:

@@ -106,7 +106,23 @@ class RateLimitError(ProviderError):
 
 
 class ProviderUnavailableError(ProviderError):
-    """The provider is temporarily unavailable (5xx, refused connection); retrying may help."""
+    """The provider is temporarily unavailable (408, 5xx, 529, no connection); retried.
+
+    Attributes:
+        retry_after: Seconds the provider asked to wait (``Retry-After``), when it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        body: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body, provider=provider)
+        self.retry_after = retry_after
 
 
 class ProviderTimeoutError(ProviderUnavailableError):

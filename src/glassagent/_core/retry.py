@@ -63,7 +63,7 @@ class RetryPolicy:
         """
         if retry >= self.max_retries or not is_retryable(error):
             return None
-        asked = error.retry_after if isinstance(error, RateLimitError) else None
+        asked: float | None = getattr(error, "retry_after", None)  # 429, 503, 529...
         if asked is not None:
             if asked > self.max_wait:
                 return None

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -30,6 +30,10 @@ DEFAULT_STALL_SECONDS = 300.0
 """Seconds without a byte before a call stalls, unless `ModelSettings.stall_timeout` says."""
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """The largest answer body, unless `ModelSettings.max_response_bytes` says."""
+
+IDENTITY = "identity"
+"""``Accept-Encoding`` of every request: answers come uncompressed, so the size limit counts
+the bytes that are held in memory (a compressed body could expand far past it)."""
 
 _T = TypeVar("_T")
 _NO_SETTINGS = ModelSettings()
@@ -131,6 +135,39 @@ class _Expired(Exception):
     """The time limit of one `CallLimits.wait` was reached."""
 
 
+async def _wait_until_by_timer(
+    awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
+) -> _T:
+    """Await `awaitable` until loop time `end`: a timer cancels the task (Python 3.10).
+
+    Unlike ``asyncio.wait_for`` on 3.10 it makes no task per read and never loses a
+    cancellation that arrives just as the read completes.
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    fired = False
+
+    def fire() -> None:
+        nonlocal fired
+        fired = True
+        task.cancel()
+
+    timer = loop.call_at(end, fire)
+    try:
+        value = await awaitable
+    except asyncio.CancelledError:
+        if fired:
+            raise _Expired from None
+        raise
+    finally:
+        timer.cancel()
+    if fired:  # it fired as the read completed: take back our cancellation, then expire
+        with suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        raise _Expired
+    return value
+
+
 if sys.version_info >= (3, 11):
 
     async def _wait_until(
@@ -145,14 +182,7 @@ if sys.version_info >= (3, 11):
             raise
 
 else:  # pragma: no cover - Python 3.10
-
-    async def _wait_until(
-        awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
-    ) -> _T:
-        try:
-            return await asyncio.wait_for(awaitable, max(0.0, end - loop.time()))
-        except asyncio.TimeoutError:
-            raise _Expired from None
+    _wait_until = _wait_until_by_timer
 
 
 @cache
@@ -194,10 +224,13 @@ async def with_retries(
     settings: ModelSettings | None,
     policy: RetryPolicy | None,
     provider: str,
+    streamed: bool = True,
 ) -> AsyncGenerator[StreamPart, None]:
     """Run `attempt` until it succeeds, retrying by the policy while nothing was passed on.
 
-    The policy is ``settings.retry``, else `policy` (the client's), else `RetryPolicy()`.
+    The policy is ``settings.retry``, else `policy` (the client's), else `RetryPolicy()`. A
+    stall of a call that is not `streamed` is not retried: the server sends nothing until it
+    has generated the whole answer, so it may just be slow, and trying again costs as much.
 
     Yields:
         The parts of the successful attempt, and a `RetryNotice` before each retry.
@@ -215,7 +248,8 @@ async def with_retries(
                     yield part
             return
         except ProviderError as exc:
-            delay = None if passed_on else policy.delay(retry, exc, remaining=limits.remaining())
+            give_up = passed_on or (not streamed and isinstance(exc, ProviderTimeoutError))
+            delay = None if give_up else policy.delay(retry, exc, remaining=limits.remaining())
             if delay is None:
                 raise
             notice = RetryNotice(

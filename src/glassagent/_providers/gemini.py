@@ -32,7 +32,13 @@ from glassagent._core.messages import (
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
-from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.call import (
+    IDENTITY,
+    Attempt,
+    CallLimits,
+    final_response,
+    with_retries,
+)
 from glassagent._providers.http import (
     clean_key,
     error_for_status,
@@ -77,6 +83,7 @@ _EXCHANGE: contextvars.ContextVar[_Exchange | None] = contextvars.ContextVar(
 async def _on_request(request: httpx.Request) -> None:
     exchange = _EXCHANGE.get()
     if exchange is not None:
+        request.headers["Accept-Encoding"] = IDENTITY  # the size limit counts what is held
         exchange.requests.append(request)
 
 
@@ -221,7 +228,7 @@ class GeminiClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._chat_once(request, limits)
 
-        return await final_response(self._retrying(attempt, settings))
+        return await final_response(self._retrying(attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -239,14 +246,20 @@ class GeminiClient(BaseLLMClient):
                 return self._chat_once(request, limits, deltas=True)
             return self._stream_once(request, limits)
 
-        async with aclosing(self._retrying(attempt, settings)) as parts:
+        async with aclosing(self._retrying(attempt, settings, streamed=self.streaming)) as parts:
             async for part in parts:
                 yield part
 
     def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None
+        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
     ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(attempt, settings=settings, policy=self.retry, provider="gemini")
+        return with_retries(
+            attempt,
+            settings=settings,
+            policy=self.retry,
+            provider="gemini",
+            streamed=streamed,
+        )
 
     async def _chat_once(
         self, request: dict[str, Any], limits: CallLimits, *, deltas: bool = False
@@ -376,12 +389,10 @@ class GeminiClient(BaseLLMClient):
             return AuthenticationError(
                 text, status=status, body=redact(body, self.__key), provider="gemini"
             )
-        retry_after = None
-        if status == 429:
-            headers = response.headers if response is not None else {}
-            retry_after = retry_after_seconds(headers)
-            if retry_after is None:
-                retry_after = _retry_delay(exc.details)
+        headers = response.headers if response is not None else {}
+        retry_after = retry_after_seconds(headers)
+        if retry_after is None:
+            retry_after = _retry_delay(exc.details)
         return error_for_status(
             status,
             body,

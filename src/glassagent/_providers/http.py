@@ -112,7 +112,7 @@ def error_for_status(
         body: The response body text (truncated and redacted here).
         provider: The provider name.
         message: The provider's own error message, when it was parsed from the body.
-        retry_after: Seconds to wait, for 429.
+        retry_after: Seconds the provider asked to wait (kept for 429 and retryable statuses).
         secret: An API key to remove from the body and message.
     """
     body = redact(body, secret)[:_BODY_LIMIT]
@@ -125,5 +125,7 @@ def error_for_status(
             text, retry_after=retry_after, status=status, body=body, provider=provider
         )
     if status in RETRYABLE_STATUSES:
-        return ProviderUnavailableError(text, status=status, body=body, provider=provider)
+        return ProviderUnavailableError(
+            text, retry_after=retry_after, status=status, body=body, provider=provider
+        )
     return ProviderError(text, status=status, body=body, provider=provider)

@@ -46,6 +46,7 @@ DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
 _NO_SETTINGS = ModelSettings()
+_Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", "ModelSettings | None"]
 _PROVIDER = "ollama"
 _CHAT = "/api/chat"
 _SHOW = "/api/show"
@@ -208,10 +209,13 @@ class OllamaClient(BaseLLMClient):
             ``"native"`` when the model lists the ``tools`` capability (or, on servers that
             report no capabilities, when its template mentions tools), else ``"json"``.
         """
+        return await self._resolve(CallLimits.first(_NO_SETTINGS, self.provider_name))
+
+    async def _resolve(self, limits: CallLimits) -> ToolProtocol:
+        """`resolve_tool_protocol` within the limits of the model call that needs it."""
         if self._configured != "auto":
             return self._configured
         if self.model not in self._capabilities:
-            limits = CallLimits.first(_NO_SETTINGS, self.provider_name)
             info = await self._transport.post_json(_SHOW, {"model": self.model}, limits)
             info = info if isinstance(info, dict) else {}
             capabilities = info.get("capabilities")
@@ -231,10 +235,11 @@ class OllamaClient(BaseLLMClient):
         system: str | None,
         settings: ModelSettings | None,
         stream: bool,
+        limits: CallLimits,
     ) -> tuple[dict[str, Any], bool]:
         """The request body, and whether the JSON tool protocol is used for it."""
         messages = await self._attachments.prepare(messages)
-        json_mode = bool(tools) and await self.resolve_tool_protocol() == "json"
+        json_mode = bool(tools) and await self._resolve(limits) == "json"
         if self._configured == "json" or json_mode:
             messages = json_protocol.encode_history(messages)
         if json_mode:
@@ -321,21 +326,25 @@ class OllamaClient(BaseLLMClient):
             system: The system instructions, if any.
             settings: Temperature, max tokens, stop sequences, thinking, limits and retries.
         """
-        body, json_mode = await self._body(messages, tools, system, settings, stream=False)
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            body, json_mode = await self._body(messages, tools, system, settings, False, limits)
             raw = self._check(await self._transport.post_json(_CHAT, body, limits), "a body")
             message = shapes.object_field(raw, "message", self.provider_name, "a body")
             content, thinking, calls = _read_message(message)
             yield self._response(([content], [thinking], calls), raw, body, raw, json_mode)
 
-        return await final_response(self._retrying(attempt, settings))
+        return await final_response(self._retrying(attempt, settings, streamed=False))
 
     def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None
+        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
     ) -> AsyncGenerator[StreamPart, None]:
         return with_retries(
-            attempt, settings=settings, policy=self.retry, provider=self.provider_name
+            attempt,
+            settings=settings,
+            policy=self.retry,
+            provider=self.provider_name,
+            streamed=streamed,
         )
 
     async def stream(
@@ -364,19 +373,20 @@ class OllamaClient(BaseLLMClient):
         Raises:
             ResponseParseError: For a malformed line or a stream that ends before ``done``.
         """
-        body, json_mode = await self._body(messages, tools, system, settings, stream=True)
+        request = (messages, tools, system, settings)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            return self._stream_once(body, json_mode, limits)
+            return self._stream_once(request, limits)
 
         async with aclosing(self._retrying(attempt, settings)) as parts:
             async for part in parts:
                 yield part
 
     async def _stream_once(
-        self, body: dict[str, Any], json_mode: bool, limits: CallLimits
+        self, request: _Request, limits: CallLimits
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the NDJSON body to its end, yielding parts as they come."""
+        body, json_mode = await self._body(*request, True, limits)
         parts: tuple[list[str], list[str], list[ToolCall]] = ([], [], [])
         chunks: list[Any] = []
         last: dict[str, Any] | None = None

@@ -431,13 +431,17 @@ class OpenAICompatibleClient(BaseLLMClient):
             assembly.add_choice(choices[0], "message")
             yield self._finish(assembly, body, raw, json_mode)
 
-        return await final_response(self._retrying(attempt, settings))
+        return await final_response(self._retrying(attempt, settings, streamed=False))
 
     def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None
+        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
     ) -> AsyncGenerator[StreamPart, None]:
         return with_retries(
-            attempt, settings=settings, policy=self.retry, provider=self.provider_name
+            attempt,
+            settings=settings,
+            policy=self.retry,
+            provider=self.provider_name,
+            streamed=streamed,
         )
 
     async def stream(

@@ -12,18 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 _T = TypeVar("_T")
 
 
-async def _keeper(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
-    """Parked on its loop until the loop shuts down or the pool is closed; then closes."""
+async def _keeper(
+    value: Any,
+    close: Callable[[Any], Awaitable[None]],
+    owner: weakref.ref[PerLoop[Any]],
+    loop: asyncio.AbstractEventLoop,
+) -> AsyncGenerator[None, None]:
+    """Parked on its loop until the loop shuts down or the pool is closed; then closes.
+
+    It holds its owner weakly: a client dropped without ``aclose`` frees its pools at once
+    (the loop then finalises this generator, which closes the value), with no reference
+    cycle left for the garbage collector.
+    """
     try:
         yield
     finally:
-        await close()
+        pool = owner()
+        if pool is not None:
+            pool._forget(loop, value)
+        await close(value)
 
 
 async def _aclose(keeper: AsyncGenerator[None, None]) -> None:
@@ -51,18 +65,24 @@ class PerLoop(Generic[_T]):
         entry = self._values.get(loop)
         if entry is not None:
             return entry[0]
+        self._forget_closed_loops()
         value = self._make()
-        keeper = _keeper(lambda: self._release(loop, value))
+        keeper = _keeper(value, self._close, weakref.ref(self), loop)
         await keeper.__anext__()  # the loop now tracks it and closes it at shutdown
         with self._lock:
             self._values[loop] = (value, keeper)
         return value
 
-    async def _release(self, loop: asyncio.AbstractEventLoop, value: _T) -> None:
+    def _forget(self, loop: asyncio.AbstractEventLoop, value: _T) -> None:
         with self._lock:
             if self._values.get(loop, (None,))[0] is value:
                 del self._values[loop]
-        await self._close(value)
+
+    def _forget_closed_loops(self) -> None:
+        """Drop the values of loops closed without shutting down (nothing can close them)."""
+        with self._lock:
+            for loop in [loop for loop in self._values if loop.is_closed()]:
+                del self._values[loop]
 
     async def aclose(self) -> None:
         """Close every value: here directly, on other running loops through their thread."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import ProviderError, ProviderUnavailableError, ResponseParseError
 from glassagent._providers import shapes
-from glassagent._providers.call import CallLimits
+from glassagent._providers.call import IDENTITY, CallLimits
 from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
 from glassagent._providers.pools import PerLoop
 
@@ -117,7 +117,8 @@ class HTTPTransport:
         """
         client = await self._client()
         url = self.base_url + path
-        request = client.build_request("POST", url, json=body, headers=self._headers)
+        headers = {"Accept-Encoding": IDENTITY, **self._headers}  # the limit counts it all
+        request = client.build_request("POST", url, json=body, headers=headers)
         failure: ProviderError | None = None
         try:
             response = await limits.wait(self._send(client, request))
