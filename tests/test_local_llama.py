@@ -92,3 +92,18 @@ def test_no_other_origin_may_read_answers_and_there_is_no_web_ui(server: LocalSe
 
 def test_the_key_stays_out_of_the_server_log(server: LocalServer) -> None:
     assert server.api_key not in server.log_path.read_text(errors="replace")
+
+
+def test_another_program_on_the_port_is_never_taken_for_the_server(tmp_path) -> None:
+    from glassagent.local import LocalServerError
+    from loopback_server import LoopbackServer, Reply
+
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    healthy = Reply.body(b'{"status": "ok"}', Content_Type="application/json")
+    with LoopbackServer(lambda request: healthy) as squatter:
+        port = int(squatter.url.rsplit(":", 1)[1])
+        server = LocalServer(model, context_size=256, threads=1, port=port, startup_timeout=60)
+        with pytest.raises(LocalServerError):
+            server.start()
+    assert not server.running
+    assert all("authorization" not in r.headers for r in squatter.requests)

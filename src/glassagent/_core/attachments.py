@@ -104,6 +104,8 @@ class AttachmentPolicy:
                 f"Attachment {path[:200]!r} is a local file, and the attachment policy allows "
                 "no local files (AttachmentPolicy.safe())."
             )
+        if path.startswith(("\\\\", "//")):  # a network share: resolving it would connect
+            raise AttachmentError(f"Attachment {path[:200]!r} is on a network share.")
         try:
             real = _real(path)
         except AttachmentError:

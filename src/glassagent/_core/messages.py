@@ -79,7 +79,11 @@ class Attachment:
                 raise UserError("An Attachment made from bytes needs a `mime_type`.")
             return
         if self.url is not None:
-            parts = urlsplit(self.url)
+            try:
+                parts = urlsplit(self.url)
+                _ = parts.port  # a port that is not a number raises here
+            except ValueError:
+                raise AttachmentError(f"Not a valid URL: {self.url[:200]!r}.") from None
             if parts.scheme.lower() not in REMOTE_SCHEMES or not parts.netloc:
                 raise AttachmentError(
                     f"An Attachment's `url` must be an http: or https: URL, not {self.url[:200]!r}."

@@ -119,7 +119,10 @@ class HistoryAttachment:
         if self.url.startswith("data:"):
             mime, data = _parse_data_url(self.url)
             return Attachment(data=data, mime_type=self.mime_type or mime, name=self.name)
-        parts = urlsplit(self.url)
+        try:
+            parts = urlsplit(self.url)
+        except ValueError:
+            raise AttachmentError(f"Attachment {self._label()!r} is not a valid URL.") from None
         scheme = parts.scheme.lower()
         if scheme == "file" or len(scheme) <= 1:  # no scheme, or a Windows drive letter
             path = unquote(parts.path) if scheme == "file" else self.url

@@ -372,7 +372,20 @@ def _health_status(child: _Child, response_status: int | None) -> bool:
             f"with:\n{tail}",
             log_tail=tail,
         )
-    return response_status == 200
+    # Trust /health only once our child says it has bound the port: before that, another
+    # program on the port could answer (and would then receive the key).
+    return response_status == 200 and _announced(child.log_path)
+
+
+_ANNOUNCEMENT = b"glassagent: llama.cpp server listening on "
+
+
+def _announced(log_path: Path) -> bool:
+    """Whether the child wrote that its server is listening (see `child.main`)."""
+    try:
+        return _ANNOUNCEMENT in log_path.read_bytes()
+    except OSError:
+        return False
 
 
 def _timed_out(child: _Child, timeout: float) -> LocalServerError:

@@ -81,6 +81,8 @@ class AttachmentGate:
         if attachment.url is None:
             return attachment
         if policy.remote and self._by_url(attachment):
+            if not policy.allow_private_hosts:
+                refuse_private_literal(attachment.url, self.provider)
             return attachment
         if not policy.download:
             raise self._refusal(attachment)
@@ -144,7 +146,8 @@ async def _fetch(
     target = httpx.URL(url)
     for _ in range(_MAX_REDIRECTS + 1):
         await _check_host(target, policy, provider)
-        async with client.stream("GET", target) as response:
+        headers = {"Accept-Encoding": "identity"}  # a compressed body could expand past the cap
+        async with client.stream("GET", target, headers=headers) as response:
             if response.is_redirect and "location" in response.headers:
                 target = target.join(response.headers["location"])
                 continue
@@ -168,17 +171,82 @@ async def _read_capped(response: httpx.Response, limit: int, provider: str) -> b
         f"The attachment at {str(response.url)[:200]!r} is larger than max_download_bytes={limit}.",
         provider=provider,
     )
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise AttachmentError(
+            f"The attachment at {str(response.url)[:200]!r} came compressed ({encoding[:40]}) "
+            "although it was asked for uncompressed; it is not unpacked.",
+            provider=provider,
+        )
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise too_big
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.aiter_raw():
         size += len(chunk)
         if size > limit:
             raise too_big
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `address` is a global one, also the IPv4 address inside an IPv6 form.
+
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), 6to4 (``2002::/16``)
+    and NAT64 (``64:ff9b::/96``) addresses are judged by the IPv4 address they carry.
+    """
+    if not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        packed = int(address)
+        inner = address.ipv4_mapped or address.sixtofour
+        if inner is None and (address in _NAT64 or packed >> 32 == 0):
+            inner = ipaddress.IPv4Address(packed & 0xFFFFFFFF)
+        if inner is not None:
+            return inner.is_global
+    return True
+
+
+_LOCAL_NAMES = ("localhost", ".localhost", ".local", ".internal", ".home.arpa")
+
+
+def refuse_private_literal(url: str, provider: str) -> None:
+    """Refuse a URL passed on whose host is written as a non-public address or local name.
+
+    The model server fetches a URL passed on, from inside the user's network, so a history
+    must not point it at ``http://10.0.0.5/`` or ``http://localhost/``. Names are not
+    resolved here (the server resolves them, perhaps differently); use downloads, which
+    check every resolved address, where names cannot be trusted.
+
+    Raises:
+        AttachmentError: For such a URL.
+    """
+    import httpx
+
+    try:
+        host = httpx.URL(url).host.lower().rstrip(".")
+    except (httpx.InvalidURL, ValueError):
+        host = ""
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:  # also the forms some URL parsers accept: 2130706433, 0x7f.1, 127.1
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            address = None
+    local = host == "" or host.endswith(_LOCAL_NAMES) or host == "localhost"
+    if local or (address is not None and not is_public(address)):
+        raise AttachmentError(
+            f"Attachment {url[:200]!r} points at a non-public host; a URL passed on to "
+            f"{provider} may not (AttachmentPolicy(allow_private_hosts=True) allows it).",
+            provider=provider,
+        )
 
 
 async def _check_host(url: httpx.URL, policy: AttachmentPolicy, provider: str) -> None:
@@ -201,7 +269,7 @@ async def _check_host(url: httpx.URL, policy: AttachmentPolicy, provider: str) -
         ) from None
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
-        if not address.is_global:
+        if not is_public(address):
             raise AttachmentError(
                 f"Attachment {str(url)[:200]!r} points at a non-public address ({address}); "
                 "downloads reach public hosts only unless the AttachmentPolicy sets "

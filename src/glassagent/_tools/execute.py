@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -76,7 +77,10 @@ def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Ou
     def work() -> None:
         outcome: Outcome
         try:
-            outcome = True, context.run(function)
+            value = context.run(function)
+            if inspect.isgenerator(value):  # run its body here, not on the loop's thread
+                value = context.run(list, value)
+            outcome = True, value
         except BaseException as exc:  # all of it, StopIteration and SystemExit included
             outcome = False, exc
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
