@@ -41,7 +41,9 @@ SAMPLES: list[ev.BaseEvent] = [
         **COMMON,
     ),
     ev.SendingFunctionResponseEvent(count=2, **COMMON),
-    ev.CompleteEvent(text="done", usage=Usage(1, 2, 3), iterations=2, **COMMON),
+    ev.CompleteEvent(
+        text="done", usage=Usage(1, 2, 3), iterations=2, stop_reason="max_tokens", **COMMON
+    ),
     ev.AbortedEvent(text="partial", reason="user", **COMMON),
     ev.ErrorEvent(error="slow down", error_type="RateLimitError", **COMMON),
     ev.LLMRequestEvent(
@@ -76,6 +78,7 @@ SAMPLES: list[ev.BaseEvent] = [
         thinking=None,
         usage=Usage(5, 6),
         latency_ms=12.5,
+        raw_stop_reason="tool_calls",
         **COMMON,
     ),
     ev.LLMRetryEvent(
@@ -154,6 +157,15 @@ def test_unserialisable_values_become_their_repr() -> None:
     )
     assert json.dumps(event.to_dict())
     assert event.to_dict()["ui_info"] == repr(marker)
+
+
+def test_dicts_from_before_the_stop_reason_fields_still_parse() -> None:
+    complete = SAMPLES[7].to_dict()
+    del complete["stop_reason"]
+    assert ev.parse_event(complete).stop_reason == "end_turn"  # type: ignore[union-attr]
+    response = SAMPLES[11].to_dict()
+    del response["raw_stop_reason"]
+    assert ev.parse_event(response).raw_stop_reason is None  # type: ignore[union-attr]
 
 
 def test_invalid_dicts_are_user_errors() -> None:

@@ -46,6 +46,7 @@ from glassagent._core.messages import (
     LLMResponse,
     Message,
     ModelSettings,
+    StopReason,
     ToolCall,
     ToolDefinition,
     Usage,
@@ -115,6 +116,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._contexts: list[ToolContext[Any]] = []
         self._usage = Usage()
         self._iterations = 0
+        self._model_stop: StopReason | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._streaming = False
@@ -353,7 +355,13 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             response = await self._think(iteration)
             step = decide.next_step(response)
             if isinstance(step, decide.Finish):
-                self._emit(CompleteEvent, text=step.text, usage=self._usage, iterations=iteration)
+                self._emit(
+                    CompleteEvent,
+                    text=step.text,
+                    usage=self._usage,
+                    iterations=iteration,
+                    stop_reason=response.stop_reason,
+                )
                 self._end(step.text, "end_turn")
                 return
             await self._act(step.calls)
@@ -410,7 +418,9 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             usage=response.usage,
             latency_ms=(time.perf_counter() - started) * 1000,
             protocol_error=response.protocol_error,
+            raw_stop_reason=response.raw_stop_reason,
         )
+        self._model_stop = response.stop_reason
         self._conversation.append(client.format_assistant_message(response))
         return response
 
@@ -539,6 +549,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             usage=self._usage,
             iterations=self._iterations,
             stop_reason=stop_reason,
+            model_stop_reason=self._model_stop,
         )
 
     def _keep_partial(self) -> str:

@@ -193,6 +193,9 @@ class CompleteEvent(BaseEvent):
     """Tokens used by the whole run."""
     iterations: int
     """Number of model calls made."""
+    stop_reason: StopReason = "end_turn"
+    """Why the model stopped its final answer: anything but ``end_turn`` (``max_tokens``,
+    ``content_filter``, ``other``) means the answer was cut short (`RunResult.truncated`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,6 +268,8 @@ class LLMResponseEvent(BaseEvent):
     """Time from the request to the complete answer, in milliseconds."""
     protocol_error: str | None = None
     """Set when the reply did not follow the client's tool protocol and the client fell back."""
+    raw_stop_reason: str | None = None
+    """The provider's own finish reason, as sent (e.g. ``length`` or ``MAX_TOKENS``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

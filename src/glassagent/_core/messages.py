@@ -19,8 +19,11 @@ Role = Literal["system", "user", "assistant", "tool"]
 MessageStatus = Literal["completed", "aborted"]
 """Whether a message was finished or cut short by an abort."""
 
-StopReason = Literal["tool_use", "end_turn", "max_tokens"]
-"""Why the model stopped producing output."""
+StopReason = Literal["tool_use", "end_turn", "max_tokens", "content_filter", "other"]
+"""Why the model stopped producing output: ``tool_use`` (it asked for tools), ``end_turn``
+(a natural end or a stop sequence), ``max_tokens`` (cut by the token limit), ``content_filter``
+(the provider stopped or withheld the answer, e.g. for safety) or ``other`` (any other reason
+the provider gave; `LLMResponse.raw_stop_reason` holds it)."""
 
 ToolProtocol = Literal["native", "json", "auto"]
 """How a client offers tools to the model: the provider's own tool calling (``native``), the
@@ -281,6 +284,9 @@ class LLMResponse:
     fell back (e.g. a JSON-protocol reply that could not be parsed became the final text)."""
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Durations the server reported, in milliseconds (e.g. ``{"eval_ms": 812.5}``)."""
+    raw_stop_reason: str | None = None
+    """The provider's own finish reason, as sent (e.g. ``length``, ``MAX_TOKENS``,
+    ``MODEL_ARMOR``); `None` when it sent none. `stop_reason` is its neutral reading."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool_calls, tuple):

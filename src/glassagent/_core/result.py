@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._core.messages import Message, Usage
+from glassagent._core.messages import Message, StopReason, Usage
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
 
 RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error"]
-"""How an agent run ended."""
+"""How an agent run ended (why the model stopped: `RunResult.model_stop_reason`)."""
+
+_CUT: frozenset[StopReason] = frozenset({"max_tokens", "content_filter", "other"})
 
 
 @dataclass(frozen=True)
@@ -49,4 +51,17 @@ class RunResult:
     iterations: int
     """Number of model calls made."""
     stop_reason: RunStopReason
-    """How the run ended."""
+    """How the run ended: ``end_turn`` when it has a final answer (see `truncated`)."""
+    model_stop_reason: StopReason | None = None
+    """Why the model stopped its last answer (`LLMResponse.stop_reason`): ``end_turn`` for a
+    complete answer, ``max_tokens`` when the token limit cut it, ...; `None` when no answer
+    arrived."""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the last answer was cut short rather than finished by the model.
+
+        True when the model stopped for ``max_tokens``, ``content_filter`` or ``other``:
+        `text` may then be incomplete (or empty) even though the run ended with ``end_turn``.
+        """
+        return self.model_stop_reason in _CUT

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from glassagent._core.errors import ContentBlockedError, ResponseParseError
+from glassagent._core.errors import ContentBlockedError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
     LLMResponse,
     Message,
@@ -26,7 +26,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._providers.shapes import token_count
+from glassagent._providers.shapes import check_blocked, parse_error, token_count
 
 PROVIDER = "gemini"
 SIGNATURE = "thought_signature"
@@ -34,20 +34,33 @@ SIGNATURE = "thought_signature"
 GENERATED_ID = "generated_id"
 """`provider_metadata` key set on calls whose id glassagent generated (Gemini sent none)."""
 
-BLOCKED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "LANGUAGE",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-    }
+_FILTERED = (
+    "SAFETY",
+    "RECITATION",
+    "LANGUAGE",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "MODEL_ARMOR",
+    "ESCALATION",
+    "PUP_LIMITED_DISABLED",
 )
-MALFORMED = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+_OTHER = ("OTHER", "IMAGE_OTHER", "NO_IMAGE", "TOO_MANY_TOOL_CALLS", "FINISH_REASON_UNSPECIFIED")
+STOP_REASONS: dict[str, StopReason] = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "CONTINUATION": "max_tokens",  # the per-request token limit; the answer is unfinished
+    **dict.fromkeys(_FILTERED, "content_filter"),
+    **dict.fromkeys(_OTHER, "other"),
+}
+"""Gemini finish reasons read as a stop reason; an unknown one is ``other``, too."""
+MALFORMED = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE"})
+"""Finish reasons that mean Gemini produced no usable answer: `ResponseParseError`."""
+MISSING_SIGNATURE = "MISSING_THOUGHT_SIGNATURE"
+"""The finish reason for a request whose history lost a thought signature: `ProviderError`."""
 
 
 def _signature_bytes(metadata: Any) -> bytes | None:
@@ -232,7 +245,9 @@ class Accumulator:
             if not call_id:
                 call_id = f"call_{uuid.uuid4().hex[:16]}"
                 metadata[GENERATED_ID] = True
-            self.calls.append(ToolCall(call_id, call.name or "", dict(call.args or {}), metadata))
+            if not call.name:
+                raise parse_error(PROVIDER, "a function call without a name")
+            self.calls.append(ToolCall(call_id, call.name, dict(call.args or {}), metadata))
             return None
         text = getattr(part, "text", None)
         if getattr(part, "thought", False):
@@ -249,30 +264,37 @@ class Accumulator:
 
     def _stop_reason(self) -> StopReason:
         reason = self.finish_reason
-        if reason in BLOCKED:
-            raise ContentBlockedError(
-                f"Gemini stopped the answer (finish reason: {reason}).",
-                reason=reason,
-                provider=PROVIDER,
-            )
         if reason in MALFORMED:
             raise ResponseParseError(
-                f"Gemini could not produce a valid function call (finish reason: {reason}).",
+                f"Gemini could not produce a valid answer (finish reason: {reason}).",
                 provider=PROVIDER,
             )
-        return "max_tokens" if reason == "MAX_TOKENS" else "end_turn"
+        if reason == MISSING_SIGNATURE:
+            raise ProviderError(
+                f"Gemini refused the request (finish reason: {reason}): a model turn of the "
+                "history lacks the thought signature Gemini sent with it. Keep each message's "
+                "and tool call's provider_metadata when storing or editing a history.",
+                provider=PROVIDER,
+            )
+        if reason is None:  # a complete body without one (a stream without one is refused)
+            return "end_turn"
+        return STOP_REASONS.get(reason, "other")
 
     def response(self, *, raw_response: Any, raw_request: Any, streamed: bool) -> LLMResponse:
-        """The complete answer; raises for blocked, malformed or truncated answers."""
+        """The complete answer; raises for withheld, malformed or cut-off answers.
+
+        A finish reason is read by `STOP_REASONS` and kept as `LLMResponse.raw_stop_reason`.
+        """
         if self.finish_reason is None and streamed:
             raise ResponseParseError(
                 "The Gemini stream ended before the answer was finished (no finish reason).",
                 provider=PROVIDER,
             )
-        return LLMResponse(
+        response = LLMResponse(
             text="".join(self.text),
             tool_calls=tuple(self.calls),
             stop_reason=self._stop_reason(),
+            raw_stop_reason=self.finish_reason,
             thinking="".join(self.thinking) or None,
             usage=self.usage,
             model=self.model,
@@ -280,3 +302,4 @@ class Accumulator:
             raw_response=raw_response,
             raw_request=raw_request,
         )
+        return check_blocked(response, PROVIDER, "Gemini")

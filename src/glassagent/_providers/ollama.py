@@ -22,6 +22,7 @@ from glassagent._core.messages import (
     LLMResponse,
     Message,
     ModelSettings,
+    StopReason,
     StreamPart,
     TextDelta,
     ThinkingDelta,
@@ -99,11 +100,18 @@ def _wire_message(message: Message) -> dict[str, Any]:
     return wire
 
 
+_STOP_REASONS: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
+"""``done_reason`` values and their neutral reading; any other (``load``, ``unload``, ...) is
+``other``; none at all (older servers) is ``end_turn``."""
+
+
 def _tool_call(raw: dict[str, Any]) -> ToolCall:
     where = "a tool call"
-    function = shapes.object_field(raw, "function", _PROVIDER, where)
+    function = shapes.call_function(raw, _PROVIDER)
     call_id = shapes.text_field(raw, "id", _PROVIDER, where) or f"call_{uuid.uuid4().hex[:12]}"
     name = shapes.text_field(function, "name", _PROVIDER, "a tool call function")
+    if not name:
+        raise shapes.parse_error(_PROVIDER, "a tool call without a name", raw)
     return parse_arguments(call_id, name, function.get("arguments"))
 
 
@@ -277,10 +285,12 @@ class OllamaClient(BaseLLMClient):
         json_mode: bool,
     ) -> LLMResponse:
         text, thinking, calls = parts
+        done_reason = shapes.text_field(last, "done_reason", self.provider_name, "a final chunk")
         response = LLMResponse(
             text="".join(text),
             tool_calls=tuple(calls),
-            stop_reason="max_tokens" if last.get("done_reason") == "length" else "end_turn",
+            stop_reason=_STOP_REASONS.get(done_reason, "other") if done_reason else "end_turn",
+            raw_stop_reason=done_reason or None,
             thinking="".join(thinking) or None,
             usage=Usage(
                 shapes.token_count(last.get("prompt_eval_count")),

@@ -44,10 +44,16 @@ OPENAI_API_BASE = "https://api.openai.com/v1"
 _PATH = "/chat/completions"
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
+    "eos": "end_turn",  # TGI and some llama.cpp builds
+    "eos_token": "end_turn",
+    "stop_sequence": "end_turn",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
     "length": "max_tokens",
+    "model_length": "max_tokens",  # Mistral: the context window is full
+    "content_filter": "content_filter",
 }
+"""Finish reasons and their neutral reading; any other is ``other``, a missing one ``end_turn``."""
 _LLAMA_TIMINGS = ("prompt_ms", "predicted_ms")
 _TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
 _START_HINT = (
@@ -167,6 +173,13 @@ def _timings(raw: Any) -> dict[str, float]:
     return {k: v for k, v in durations.items() if v is not None}
 
 
+def _stop_reason(finish_reason: str | None) -> StopReason:
+    """The neutral reading of a ``finish_reason``: unknown ones are ``other``, never guessed."""
+    if finish_reason is None:
+        return "end_turn"
+    return _STOP_REASONS.get(finish_reason, "other")
+
+
 class _Assembly:
     """Collects one answer, from a complete body or from streamed chunks.
 
@@ -190,7 +203,7 @@ class _Assembly:
         if isinstance(index, bool) or not isinstance(index, int):
             detail = f"{where} whose 'index' is {shapes.kind(index)}, not an integer"
             raise shapes.parse_error(self.provider, detail, raw)
-        function = shapes.object_field(raw, "function", self.provider, where)
+        function = shapes.call_function(raw, self.provider)
         call_id = shapes.text_field(raw, "id", self.provider, where)
         name = shapes.text_field(function, "name", self.provider, "a tool call function")
         arguments = function.get("arguments")
@@ -208,8 +221,10 @@ class _Assembly:
     def add_meta(self, chunk: dict[str, Any]) -> None:
         """Take model, usage and timings from a body or chunk (malformed ones are ignored)."""
         self.model = shapes.optional_text(chunk.get("model")) or self.model
-        if chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
+        host = chunk.get("x_groq")  # Groq streams usage in its own field
+        usage = chunk.get("usage") or (host.get("usage") if isinstance(host, dict) else None)
+        if usage:
+            self.usage = _usage(usage)
         if chunk.get("timings"):
             self.timings = _timings(chunk["timings"])
 
@@ -246,6 +261,9 @@ class _Assembly:
         calls = []
         for index in sorted(self.calls):
             slot = self.calls[index]
+            if not slot["name"]:
+                detail = "a tool call without a name"
+                raise shapes.parse_error(self.provider, detail, {**slot, "index": index})
             call_id = slot["id"] or f"call_{uuid.uuid4().hex[:12]}"
             calls.append(parse_arguments(call_id, slot["name"], "".join(slot["arguments"])))
         return tuple(calls)
@@ -366,7 +384,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         response = LLMResponse(
             text="".join(assembly.text),
             tool_calls=assembly.tool_calls(),
-            stop_reason=_STOP_REASONS.get(assembly.finish_reason or "stop", "end_turn"),
+            stop_reason=_stop_reason(assembly.finish_reason),
+            raw_stop_reason=assembly.finish_reason,
             thinking="".join(assembly.reasoning) or None,
             usage=assembly.usage,
             model=assembly.model or self.model,
@@ -374,6 +393,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             raw_request=body,
             timings=assembly.timings,
         )
+        response = shapes.check_blocked(response, self.provider_name)
         return json_protocol.read_response(response) if json_mode else response
 
     def _parse_error(self, detail: str, raw: Any) -> ResponseParseError:

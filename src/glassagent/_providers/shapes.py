@@ -13,7 +13,8 @@ import json
 import math
 from typing import Any
 
-from glassagent._core.errors import ResponseParseError
+from glassagent._core.errors import ContentBlockedError, ResponseParseError
+from glassagent._core.messages import LLMResponse
 from glassagent._providers.http import redact
 
 MAX_TOKEN_COUNT = 2**53
@@ -141,6 +142,41 @@ def object_list(obj: dict[str, Any], key: str, provider: str, where: str) -> lis
             detail = f"{where} whose {key!r} holds {kind(item)}, not an object"
             raise parse_error(provider, detail, obj)
     return value
+
+
+def call_function(raw: dict[str, Any], provider: str) -> dict[str, Any]:
+    """The object holding a wire tool call's ``name`` and ``arguments``.
+
+    That is its ``function`` object; a call without one (as some llama.cpp versions document
+    it: ``{"name": ..., "arguments": ...}`` directly) holds them itself.
+
+    Raises:
+        ResponseParseError: When ``function`` is there but not an object.
+    """
+    if raw.get("function") is None:
+        return raw
+    return object_field(raw, "function", provider, "a tool call")
+
+
+def check_blocked(response: LLMResponse, provider: str, label: str | None = None) -> LLMResponse:
+    """`response`, unless a content filter withheld all of it: then `ContentBlockedError`.
+
+    An answer stopped part-way keeps its text, with ``stop_reason="content_filter"``; one
+    with no text at all is not returned as an empty success.
+
+    Args:
+        response: The assembled answer.
+        provider: The provider name for the error.
+        label: How the provider is named in the message (default `provider`).
+    """
+    if response.stop_reason != "content_filter" or response.text:
+        return response
+    reason = response.raw_stop_reason or "content_filter"
+    raise ContentBlockedError(
+        f"{label or provider} withheld the answer (finish reason: {reason}).",
+        reason=reason,
+        provider=provider,
+    )
 
 
 def optional_text(value: Any) -> str | None:
