@@ -36,6 +36,7 @@ from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
 from glassagent._providers.ollama import LlamaClient, OllamaClient
 from glassagent._providers.openai_compat import OpenAICompatibleClient
+from glassagent._public import publish
 
 __all__ = [
     "ARGUMENTS_ERROR",
@@ -64,3 +65,5 @@ __all__ = [
     "create_llm_client",
     "register_provider",
 ]
+
+publish(__name__, globals(), __all__)
