@@ -59,11 +59,6 @@ wrong_result = acme_glass:not_a_client
 """
 
 
-@pytest.fixture(autouse=True)
-def _no_registrations(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(factory, "_registered", {})
-
-
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     site = tmp_path / "site"
