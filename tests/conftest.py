@@ -32,6 +32,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
     for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT"):
         monkeypatch.delenv(name, raising=False)
+    # providers registered by a test (or a docs example) end with it
+    monkeypatch.setattr("glassagent._providers.factory._registered", {})
 
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex

@@ -1,6 +1,9 @@
 import importlib
+import json
+import pickle
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -48,3 +51,76 @@ def test_version_is_the_package_version() -> None:
     from importlib.metadata import version
 
     assert glassagent.__version__ == version("glassagent")
+
+
+_HOMES = """
+import importlib, inspect, json, sys
+modules = ["glassagent"] + [f"glassagent.{m}" for m in sys.argv[1:]]
+found = {}
+for module in modules:
+    face = importlib.import_module(module)
+    for name in face.__all__:
+        obj = getattr(face, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            found[f"{module}.{name}"] = obj.__module__
+print(json.dumps(found))
+"""
+
+
+def _homes(*modules: str) -> dict[str, str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _HOMES, *modules], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+def test_exported_names_carry_their_public_module_whatever_was_imported() -> None:
+    everything = _homes(*PUBLIC_MODULES)
+    for name in PUBLIC_MODULES:  # each face imported alone gives the same answer
+        alone = _homes(name)
+        assert alone == {k: everything[k] for k in alone}, name
+    for exported, home in everything.items():
+        name = exported.rpartition(".")[2]
+        assert not any(part.startswith("_") for part in home.split(".")), exported
+        face = importlib.import_module(home)
+        assert name in face.__all__, f"{exported} says {home}, which does not export it"
+        assert getattr(face, name) is getattr(
+            importlib.import_module(exported[: -len(name) - 1]), name
+        )
+
+
+def test_errors_show_and_pickle_under_their_public_names() -> None:
+    from glassagent.errors import ProviderError
+
+    error = ProviderError("boom", status=500, provider="x")
+    assert type(error).__module__ == "glassagent.errors"
+    assert b"glassagent.errors" in pickle.dumps(error)
+    assert b"_core" not in pickle.dumps(error).replace(b"_rebuild", b"")
+    try:
+        raise error
+    except ProviderError:
+        assert "glassagent.errors.ProviderError: boom" in traceback.format_exc()
+    assert repr(glassagent.Message) == "<class 'glassagent.llm.Message'>"
+    clone = pickle.loads(pickle.dumps(glassagent.Message(role="user", content="hi")))
+    assert clone == glassagent.Message(role="user", content="hi")
+
+
+def test_published_classes_keep_their_annotations_resolvable() -> None:
+    from typing import get_type_hints
+
+    from glassagent.events import LLMRequestEvent, parse_event
+
+    hints = get_type_hints(LLMRequestEvent)
+    assert hints["settings"] is glassagent.ModelSettings
+    event = LLMRequestEvent(
+        run_id="r",
+        seq=0,
+        iteration=1,
+        provider="p",
+        model="m",
+        messages=(),
+        tools=(),
+        system=None,
+        settings=glassagent.ModelSettings(temperature=0.5),
+    )
+    assert parse_event(event.to_dict()) == event

@@ -7,6 +7,7 @@ from glassagent._core.errors import GlassAgentError
 from glassagent._core.events import Event
 from glassagent._core.messages import LLMResponse, Message, ModelSettings, ToolCall, Usage
 from glassagent._core.result import RunResult, ToolResult
+from glassagent._public import publish
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import Tool, tool
 
@@ -30,3 +31,11 @@ __all__ = [
     "__version__",
     "tool",
 ]
+
+# Each name carries the public module that documents it (glassagent.llm.Message, ...), set
+# here too so that it does not depend on which modules were imported.
+publish("glassagent.agent", globals(), ["Agent", "AgentRun", "RunResult"])
+publish("glassagent.errors", globals(), ["GlassAgentError"])
+publish("glassagent.llm", globals(), ["BaseLLMClient", "LLMResponse", "Message", "ModelSettings"])
+publish("glassagent.llm", globals(), ["ToolCall", "Usage"])
+publish("glassagent.tools", globals(), ["Tool", "ToolContext", "ToolResult", "tool"])

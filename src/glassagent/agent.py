@@ -6,6 +6,7 @@
 from glassagent._agent.agent import Agent, AttachmentLike
 from glassagent._agent.run import ABORT_GRACE_SECONDS, AgentRun
 from glassagent._core.result import RunResult, RunStopReason
+from glassagent._public import publish
 
 __all__ = [
     "ABORT_GRACE_SECONDS",
@@ -15,3 +16,5 @@ __all__ = [
     "RunResult",
     "RunStopReason",
 ]
+
+publish(__name__, globals(), __all__)

@@ -43,7 +43,9 @@ from glassagent._core.errors import (
     RunTimeoutError,
     ToolError,
     UserError,
+    _rebuild,  # noqa: F401 - what pickles of errors call
 )
+from glassagent._public import publish
 
 __all__ = [
     "AttachmentError",
@@ -65,3 +67,5 @@ __all__ = [
     "ToolError",
     "UserError",
 ]
+
+publish(__name__, globals(), __all__)

@@ -35,6 +35,7 @@ from glassagent._core.events import (
     ToolProgressEvent,
     parse_event,
 )
+from glassagent._public import publish
 
 __all__ = [
     "AbortedEvent",
@@ -55,3 +56,5 @@ __all__ = [
     "ToolProgressEvent",
     "parse_event",
 ]
+
+publish(__name__, globals(), __all__)

@@ -41,6 +41,7 @@ from glassagent._history.model import (
 )
 from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
+from glassagent._public import publish
 
 __all__ = [
     "AttachmentPolicy",
@@ -60,3 +61,9 @@ __all__ = [
     "create_standard_message",
     "get_conversation_thread",
 ]
+
+# AttachmentPolicy is at home in glassagent.llm, the errors in glassagent.errors.
+_HOME_ELSEWHERE = {"AttachmentPolicy", "HistoryConflictError", "HistoryValidationError"}
+publish(__name__, globals(), [name for name in __all__ if name not in _HOME_ELSEWHERE])
+publish("glassagent.llm", globals(), ["AttachmentPolicy"])
+publish("glassagent.errors", globals(), ["HistoryConflictError", "HistoryValidationError"])

@@ -5,8 +5,10 @@ leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat
 
 Shipped backends: `GeminiClient` (Google Gemini on google-genai), `OpenAICompatibleClient`
 (OpenAI, llama-server, vLLM, LM Studio), `OllamaClient` and `LlamaClient`;
-`create_llm_client` makes one by provider name. Each takes an `AttachmentPolicy`, which says
-which local files attachments may read and whether remote ones are passed on or downloaded.
+`create_llm_client` makes one by provider name, including providers that other packages add
+through the ``glassagent.providers`` entry-point group or `register_provider`. Each takes an
+`AttachmentPolicy`, which says which local files attachments may read and whether remote
+ones are passed on or downloaded.
 """
 
 from glassagent._core.attachments import AttachmentPolicy
@@ -30,10 +32,11 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers.factory import create_llm_client
+from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
 from glassagent._providers.ollama import LlamaClient, OllamaClient
 from glassagent._providers.openai_compat import OpenAICompatibleClient
+from glassagent._public import publish
 
 __all__ = [
     "ARGUMENTS_ERROR",
@@ -60,4 +63,7 @@ __all__ = [
     "ToolProtocol",
     "Usage",
     "create_llm_client",
+    "register_provider",
 ]
+
+publish(__name__, globals(), __all__)

@@ -34,6 +34,7 @@ from glassagent._local.model import (
     model_source,
 )
 from glassagent._local.server import LocalServer, default_chat_template, default_threads
+from glassagent._public import publish
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -51,3 +52,5 @@ __all__ = [
     "model_dir",
     "model_source",
 ]
+
+publish(__name__, globals(), __all__)

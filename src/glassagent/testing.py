@@ -5,6 +5,7 @@ function. Both are `BaseLLMClient`s: they stream each answer in a few chunks, li
 and record every request in ``.requests``.
 """
 
+from glassagent._public import publish
 from glassagent._testing import (
     FunctionClient,
     RecordedRequest,
@@ -14,3 +15,5 @@ from glassagent._testing import (
 )
 
 __all__ = ["FunctionClient", "RecordedRequest", "ResponseFunction", "ScriptItem", "ScriptedClient"]
+
+publish(__name__, globals(), __all__)

@@ -5,6 +5,7 @@ Decorate a function with `tool` (or pass it to `Agent` as is). Add a parameter a
 """
 
 from glassagent._core.result import ToolResult
+from glassagent._public import publish
 from glassagent._tools.context import ToolContext
 from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
 from glassagent._tools.tool import Tool, tool
@@ -18,3 +19,5 @@ __all__ = [
     "to_openai_tools",
     "tool",
 ]
+
+publish(__name__, globals(), __all__)

@@ -17,6 +17,9 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
     return exc
 
 
+_rebuild.__module__ = "glassagent.errors"  # pickles name only public modules (it is there too)
+
+
 class GlassAgentError(Exception):
     """Root of every error glassagent raises."""
 

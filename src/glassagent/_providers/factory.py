@@ -1,56 +1,46 @@
-"""`create_llm_client`: a client by provider name, imported only when asked for."""
+"""`create_llm_client`: a client by provider name, imported only when asked for.
+
+Besides the built-in providers, names come from `register_provider` (at run time) and from
+the ``glassagent.providers`` entry-point group (installed packages), so another package adds
+a provider without touching glassagent.
+"""
 
 from __future__ import annotations
 
 import importlib
-import os
+import importlib.metadata
+import re
+from collections.abc import Callable
 from typing import Any
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError
+from glassagent._providers.config import resolve
+
+ENTRY_POINT_GROUP = "glassagent.providers"
+"""The entry-point group in which installed packages register providers."""
 
 # provider name -> (module, class or factory function); modules are imported lazily so
 # `import glassagent` stays cheap.
 PROVIDERS: dict[str, tuple[str, str]] = {
     "gemini": ("glassagent._providers.gemini", "GeminiClient"),
-    "llama": ("glassagent._providers.factory", "_llama"),
-    "ollama": ("glassagent._providers.factory", "_ollama"),
+    "llama": ("glassagent._providers.ollama", "LlamaClient"),
+    "ollama": ("glassagent._providers.ollama", "OllamaClient"),
     "openai": ("glassagent._providers.factory", "_openai"),
     "openai_compatible": ("glassagent._providers.factory", "_openai_compatible"),
 }
 
+_registered: dict[str, Callable[..., BaseLLMClient]] = {}
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 """The model `create_llm_client("openai")` uses when none is given."""
 
 
-def _from_env(options: dict[str, Any], option: str, *names: str) -> None:
-    """Fill `option` from the first environment variable set, unless it was given."""
-    if options.get(option) is None:
-        value = next((os.environ[n] for n in names if os.environ.get(n)), None)
-        if value is not None:
-            options[option] = value
-
-
-def _ollama(**options: Any) -> BaseLLMClient:
-    from glassagent._providers.ollama import OllamaClient
-
-    _from_env(options, "base_url", "OLLAMA_BASE_URL", "OLLAMA_API_BASE")
-    return OllamaClient(**options)
-
-
-def _llama(**options: Any) -> BaseLLMClient:
-    from glassagent._providers.ollama import LlamaClient
-
-    _from_env(options, "base_url", "LLAMA_API_BASE", "OLLAMA_BASE_URL")
-    return LlamaClient(**options)
-
-
 def _openai(**options: Any) -> BaseLLMClient:
     from glassagent._providers.openai_compat import OpenAICompatibleClient
 
-    options.setdefault("model", DEFAULT_OPENAI_MODEL)
-    if options["model"] is None:
+    if options.get("model") is None:
         options["model"] = DEFAULT_OPENAI_MODEL
     return OpenAICompatibleClient(**options)
 
@@ -58,17 +48,105 @@ def _openai(**options: Any) -> BaseLLMClient:
 def _openai_compatible(**options: Any) -> BaseLLMClient:
     from glassagent._providers.openai_compat import OpenAICompatibleClient
 
-    _from_env(options, "base_url", "OPENAI_COMPATIBLE_API_BASE")
-    if not options.get("base_url"):
+    config = resolve(
+        "openai_compatible", api_key=options.get("api_key"), base_url=options.get("base_url")
+    )
+    if not config.base_url:
         raise ConfigurationError(
             "The openai_compatible provider needs the server's address: pass base_url=... "
             "(e.g. 'http://127.0.0.1:8080/v1') or set OPENAI_COMPATIBLE_API_BASE."
         )
-    _from_env(options, "api_key", "OPENAI_COMPATIBLE_API_KEY")
-    options.setdefault("api_key", "")  # never fall back to OpenAI's own key
     if options.get("model") is None:
         raise ConfigurationError("The openai_compatible provider needs model=... .")
+    options["base_url"] = config.base_url
+    options["api_key"] = config.api_key or ""  # never fall back to OpenAI's own key
     return OpenAICompatibleClient(**options)
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower()
+
+
+def register_provider(
+    name: str,
+    factory: Callable[..., BaseLLMClient],
+    *,
+    replace: bool = False,
+) -> None:
+    """Make ``create_llm_client(name, ...)`` return ``factory(**options)``.
+
+    This is the run-time form of the ``glassagent.providers`` entry-point group: a package
+    that cannot declare an entry point (or a test) registers its client here.
+
+    Args:
+        name: The provider's name: lower-case letters, digits and underscores (it is matched
+            case-insensitively, like the built-in names).
+        factory: A `BaseLLMClient` subclass, or a function taking the keyword arguments of
+            `create_llm_client` (``api_key`` and ``model`` only when given) and returning a
+            `BaseLLMClient`.
+        replace: Allow replacing a built-in or an already registered provider.
+
+    Raises:
+        ConfigurationError: For a malformed name, a name already taken (unless `replace`),
+            or a factory that is not callable.
+    """
+    key = _normalise(name)
+    if not _NAME.fullmatch(key):
+        raise ConfigurationError(
+            f"Provider name {name!r} must be lower-case letters, digits and underscores."
+        )
+    _check_factory(factory, f"register_provider({name!r})")
+    if not replace and (key in PROVIDERS or key in _registered):
+        raise ConfigurationError(
+            f"A provider named {key!r} exists already; pass replace=True to replace it."
+        )
+    _registered[key] = factory
+
+
+def _check_factory(obj: object, origin: str) -> Callable[..., BaseLLMClient]:
+    """`obj` if it can make clients: a `BaseLLMClient` subclass or another callable."""
+    if isinstance(obj, type) and not issubclass(obj, BaseLLMClient):
+        raise ConfigurationError(f"{origin}: {obj.__qualname__} is not a BaseLLMClient subclass.")
+    if not callable(obj):
+        raise ConfigurationError(f"{origin}: {type(obj).__name__} object is not callable.")
+    return obj
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """Installed provider plugins by normalised name (the first one found wins)."""
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(_normalise(entry.name), entry)
+    return found
+
+
+def _load_plugin(key: str, entry: importlib.metadata.EntryPoint) -> Callable[..., BaseLLMClient]:
+    """The factory an entry point names, imported now."""
+    dist = getattr(entry, "dist", None)
+    origin = f"The provider plugin {key!r} ({entry.value}" + (
+        f", from {dist.name})" if dist is not None else ")"
+    )
+    try:
+        obj = entry.load()
+    except Exception as exc:
+        raise ConfigurationError(f"{origin} failed to load: {type(exc).__name__}: {exc}") from exc
+    return _check_factory(obj, origin)
+
+
+def _factory(provider: str) -> Callable[..., BaseLLMClient]:
+    """The factory for `provider`: registered, built-in, then installed plugins."""
+    key = _normalise(provider)
+    if key in _registered:
+        return _registered[key]
+    if key in PROVIDERS:
+        module_name, attr = PROVIDERS[key]
+        factory: Callable[..., BaseLLMClient] = getattr(importlib.import_module(module_name), attr)
+        return factory
+    plugins = _entry_points()
+    if key in plugins:
+        return _load_plugin(key, plugins[key])
+    known = ", ".join(sorted({*PROVIDERS, *_registered, *plugins}))
+    raise ConfigurationError(f"Unknown provider {provider!r}. Known providers: {known}.")
 
 
 def create_llm_client(
@@ -76,10 +154,13 @@ def create_llm_client(
 ) -> BaseLLMClient:
     """Create the client for `provider` (case-insensitive), e.g. ``"gemini"``.
 
-    Known providers: ``gemini``, ``llama`` (an Ollama model through the JSON tool protocol),
-    ``ollama``, ``openai`` and ``openai_compatible`` (any chat-completions server; needs
-    ``base_url``). Each reads ``[PROVIDER]_API_KEY`` and ``[PROVIDER]_API_BASE`` from the
-    environment when the argument is not given; Ollama also honours ``OLLAMA_BASE_URL``.
+    Built-in providers: ``gemini``, ``llama`` (an Ollama model through the JSON tool
+    protocol), ``ollama``, ``openai`` and ``openai_compatible`` (any chat-completions server;
+    needs ``base_url``). Each reads ``[PROVIDER]_API_KEY`` and ``[PROVIDER]_API_BASE`` from
+    the environment when the argument is not given (the table is on the docs' Providers
+    page). Other names come from `register_provider` or from installed packages that declare
+    an entry point in the ``glassagent.providers`` group; those are imported only when asked
+    for.
 
     Args:
         provider: The provider's name.
@@ -88,18 +169,19 @@ def create_llm_client(
         **options: Further keyword arguments for the client's constructor.
 
     Raises:
-        ConfigurationError: For an unknown provider (the message lists the known ones), or
-            when the client's own configuration is missing.
+        ConfigurationError: For an unknown provider (the message lists the known ones,
+            plugins included), a plugin that fails to load or returns no `BaseLLMClient`,
+            or when the client's own configuration is missing.
     """
-    key = provider.strip().lower()
-    if key not in PROVIDERS:
-        known = ", ".join(sorted(PROVIDERS))
-        raise ConfigurationError(f"Unknown provider {provider!r}. Known providers: {known}.")
-    module_name, class_name = PROVIDERS[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
+    factory = _factory(provider)
     if api_key is not None:
         options["api_key"] = api_key
     if model is not None:
         options["model"] = model
-    client: BaseLLMClient = cls(**options)
+    client = factory(**options)
+    if not isinstance(client, BaseLLMClient):
+        raise ConfigurationError(
+            f"The factory of provider {_normalise(provider)!r} returned a "
+            f"{type(client).__name__}, not a BaseLLMClient."
+        )
     return client

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -39,8 +38,8 @@ from glassagent._providers.call import (
     final_response,
     with_retries,
 )
+from glassagent._providers.config import resolve
 from glassagent._providers.http import (
-    clean_key,
     error_for_status,
     mask_key,
     masked_cause,
@@ -138,7 +137,8 @@ class GeminiClient(BaseLLMClient):
             api_key: The API key; defaults to the ``GEMINI_API_KEY`` environment variable.
             http_client: An ``httpx.AsyncClient`` to send requests with. It is not closed by
                 `aclose`. glassagent adds two event hooks to it to capture the exact request.
-            base_url: Another endpoint for the Gemini API (e.g. a proxy).
+            base_url: Another endpoint for the Gemini API (e.g. a proxy); defaults to the
+                ``GEMINI_API_BASE`` environment variable, then Google's own.
             streaming: Use the streaming endpoint in `stream`; when False, `stream` makes one
                 ``generateContent`` call and yields its text as one delta.
             retry: How failed calls are retried (`ModelSettings.retry` overrides it per
@@ -150,7 +150,8 @@ class GeminiClient(BaseLLMClient):
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
         """
-        key = clean_key(api_key or os.environ.get(ENV_KEY), ENV_KEY)
+        config = resolve(self.provider_name, api_key=api_key or None, base_url=base_url)
+        key = config.api_key
         if not key:
             raise ConfigurationError(
                 f"GeminiClient needs an API key: pass api_key=... or set {ENV_KEY}."
@@ -168,7 +169,7 @@ class GeminiClient(BaseLLMClient):
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self.__key = key
-        self._base_url = base_url
+        self._base_url = config.base_url
         self._borrowed = None if http_client is None else self._sdk_client(http_client)
         self._pools: PerLoop[tuple[httpx.AsyncClient, Any]] = PerLoop(self._own_sdk_client, _close)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -35,14 +34,14 @@ from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.config import OLLAMA_BASE_URL, resolve
+from glassagent._providers.http import mask_key
 from glassagent._providers.openai_compat import parse_arguments, wire_tools
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
     import httpx
 
-OLLAMA_BASE_URL = "http://localhost:11434"
-"""Where a local Ollama server listens by default."""
 DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
@@ -59,7 +58,7 @@ _DURATIONS = {
 }
 _START_HINT = (
     "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
-    "or set OLLAMA_BASE_URL to its address."
+    "or set OLLAMA_API_BASE to its address."
 )
 
 
@@ -135,8 +134,12 @@ class OllamaClient(BaseLLMClient):
 
     Args:
         model: The Ollama model tag, e.g. ``"llama3.1:8b"`` or ``"qwen2.5:7b"``.
-        base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
-            ``http://localhost:11434``.
+        base_url: The server's address. Defaults to ``OLLAMA_API_BASE``, then
+            ``OLLAMA_BASE_URL``, then ``http://localhost:11434``.
+        api_key: Sent as a bearer token, for Ollama's cloud (``https://ollama.com``) or a
+            server behind an authenticating proxy. Defaults to ``OLLAMA_API_KEY`` when the
+            address is the default or comes from the environment; a ``base_url`` passed here
+            gets no key unless one is passed with it.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
@@ -153,12 +156,14 @@ class OllamaClient(BaseLLMClient):
     """
 
     provider_name = "ollama"
+    _environment = "ollama"  # its row in the environment table (`_providers.config`)
 
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
         *,
         base_url: str | None = None,
+        api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: ToolProtocol = "auto",
         retry: RetryPolicy | None = None,
@@ -175,13 +180,14 @@ class OllamaClient(BaseLLMClient):
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
         self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
-        base = base_url or os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
+        config = resolve(self._environment, api_key=api_key, base_url=base_url)
+        self._secret = config.api_key or None
         self._transport = HTTPTransport(
             provider=self.provider_name,
-            base_url=base,
-            headers={},
+            base_url=config.base_url or OLLAMA_BASE_URL,
+            headers={"Authorization": f"Bearer {self._secret}"} if self._secret else {},
             http_client=http_client,
-            secret=None,
+            secret=self._secret,
             start_hint=_START_HINT,
             status_hook=self._model_missing,
         )
@@ -190,6 +196,10 @@ class OllamaClient(BaseLLMClient):
     def base_url(self) -> str:
         """The server's address."""
         return self._transport.base_url
+
+    def get_masked_api_key(self) -> str:
+        """The API key's only printable form (``<none>`` without one, as for a local server)."""
+        return mask_key(self._secret)
 
     async def aclose(self) -> None:
         """Close the HTTP client this instance created (a supplied one stays open)."""
@@ -455,26 +465,31 @@ class LlamaClient(OllamaClient):
 
     Args:
         model: The Ollama model tag.
-        base_url: The server's address. Defaults to ``OLLAMA_BASE_URL``, then
-            ``http://localhost:11434``.
+        base_url: The server's address. Defaults to ``LLAMA_API_BASE``, then the variables
+            of `OllamaClient`, then ``http://localhost:11434``.
+        api_key: Sent as a bearer token; defaults to ``LLAMA_API_KEY``, then
+            ``OLLAMA_API_KEY``, under the rule of `OllamaClient`.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
     """
 
     provider_name = "ollama"
+    _environment = "llama"
 
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
         *,
         base_url: str | None = None,
+        api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
         super().__init__(
             model,
             base_url=base_url,
+            api_key=api_key,
             http_client=http_client,
             tool_protocol="json",
             attachment_policy=attachment_policy,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
@@ -31,15 +31,13 @@ from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
-from glassagent._providers.http import clean_key, redact
+from glassagent._providers.config import OPENAI_API_BASE, resolve
+from glassagent._providers.http import mask_key, redact
 from glassagent._providers.sse import sse_events
 from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
     import httpx
-
-OPENAI_API_BASE = "https://api.openai.com/v1"
-"""OpenAI's own base URL, the default."""
 
 _PATH = "/chat/completions"
 _STOP_REASONS: dict[str, StopReason] = {
@@ -279,9 +277,14 @@ class OpenAICompatibleClient(BaseLLMClient):
         model: The model name the server knows, e.g. ``"gpt-4o-mini"``.
         base_url: The API root (ending in ``/v1`` for most servers). Defaults to
             ``OPENAI_API_BASE``, then ``OPENAI_BASE_URL``, then OpenAI's own URL.
-        api_key: Sent as a bearer token (surrounding white space removed). For OpenAI's own
-            URL it defaults to ``OPENAI_API_KEY`` and is required; other servers get no key
-            unless one is passed, so an OpenAI key never leaves for another server.
+        api_key: Sent as a bearer token (surrounding white space removed). It defaults to
+            ``OPENAI_API_KEY`` for OpenAI's own URL or the one the environment names, and is
+            required for OpenAI's own URL; a ``base_url`` passed here gets no key unless one
+            is passed with it, so an OpenAI key never leaves for another server.
+        organization: Sent as the ``OpenAI-Organization`` header; defaults to
+            ``OPENAI_ORG_ID`` under the same rule as the key.
+        api_version: Sent as the ``api-version`` query parameter (Azure OpenAI and gateways
+            that want one); defaults to ``OPENAI_API_VERSION`` under the same rule as the key.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
@@ -303,6 +306,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        organization: str | None = None,
+        api_version: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: Literal["native", "json"] = "native",
         retry: RetryPolicy | None = None,
@@ -312,12 +317,16 @@ class OpenAICompatibleClient(BaseLLMClient):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
             )
-        base = base_url or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
-        base = (base or OPENAI_API_BASE).rstrip("/")
+        config = resolve(
+            "openai",
+            api_key=api_key,
+            base_url=base_url,
+            organization=organization,
+            api_version=api_version,
+        )
+        base = config.base_url or OPENAI_API_BASE
+        key = config.api_key
         is_openai = base == OPENAI_API_BASE
-        if api_key is None and is_openai:  # OpenAI's own key never goes to another server
-            api_key = os.environ.get("OPENAI_API_KEY")
-        key = clean_key(api_key, "OPENAI_API_KEY")
         if is_openai and not key:
             raise ConfigurationError(
                 "OpenAI needs an API key: pass api_key=... or set OPENAI_API_KEY."
@@ -328,8 +337,13 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self._secret = key or None
+        self._path = _PATH
+        if config.api_version:
+            self._path += "?api-version=" + quote(config.api_version, safe="")
         self._attachments = AttachmentGate(attachment_policy, self.provider_name, _takes_by_url)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        if config.organization:
+            headers["OpenAI-Organization"] = config.organization
         self._transport = HTTPTransport(
             provider=self.provider_name,
             base_url=base,
@@ -338,6 +352,10 @@ class OpenAICompatibleClient(BaseLLMClient):
             secret=key or None,
             start_hint=_START_HINT,
         )
+
+    def get_masked_api_key(self) -> str:
+        """The API key's only printable form, e.g. ``sk-p...x9Qk`` (``<none>`` without one)."""
+        return mask_key(self._secret)
 
     @property
     def base_url(self) -> str:
@@ -442,7 +460,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         body = self._body(messages, tools, system, settings, stream=False)
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            raw = await self._transport.post_json(_PATH, body, limits)
+            raw = await self._transport.post_json(self._path, body, limits)
             choices = raw.get("choices") if isinstance(raw, dict) else None
             if not isinstance(choices, list) or not choices:
                 raise self._parse_error("a body without choices", raw)
@@ -508,8 +526,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         assembly = _Assembly(self.provider_name)
         chunks: list[Any] = []
         done = False
-        async with self._transport.stream(_PATH, body, limits) as response:
-            async for event, data in sse_events(self._transport.lines(response, _PATH)):
+        async with self._transport.stream(self._path, body, limits) as response:
+            async for event, data in sse_events(self._transport.lines(response, self._path)):
                 if done:  # read to the end, so the connection goes back to the pool
                     continue
                 if data.strip() == "[DONE]":
