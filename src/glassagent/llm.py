@@ -31,6 +31,7 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
+from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
@@ -44,13 +45,17 @@ __all__ = [
     "AttachmentPolicy",
     "BaseLLMClient",
     "GeminiClient",
+    "GeminiOptions",
     "LLMResponse",
     "LlamaClient",
     "Message",
     "MessageStatus",
     "ModelSettings",
     "OllamaClient",
+    "OllamaOptions",
     "OpenAICompatibleClient",
+    "OpenAIOptions",
+    "ProviderOptions",
     "RetryNotice",
     "RetryPolicy",
     "Role",

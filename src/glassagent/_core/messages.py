@@ -11,6 +11,14 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from glassagent._core.errors import AttachmentError, UserError
+from glassagent._core.options import (
+    GeminiOptions,
+    OllamaOptions,
+    OpenAIOptions,
+    ProviderOptions,
+    check_integer,
+    check_number,
+)
 from glassagent._core.retry import RetryPolicy
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -217,16 +225,18 @@ class ModelSettings:
     """Generation settings; `None` means "the provider's default"."""
 
     temperature: float | None = None
-    """Sampling temperature."""
+    """Sampling temperature, from 0.0 to 2.0."""
     max_tokens: int | None = None
-    """Upper bound on output tokens per model call."""
+    """Upper bound on output tokens per model call (at least 1)."""
     thinking_budget: int | None = None
-    """Tokens the model may spend on reasoning, for models that support it."""
+    """Tokens the model may spend on reasoning: 0 turns reasoning off, -1 lets the model
+    decide. Gemini honours the number; Ollama only turns thinking on or off; the
+    OpenAI-compatible client refuses it (see `OpenAIOptions.reasoning_effort`)."""
     timeout: float | None = None
     """Seconds one model call may take in all, retries and waits included; past it the call
     ends with `ProviderTimeoutError` (``kind="deadline"``). `None`: no deadline."""
     stop_sequences: tuple[str, ...] | None = None
-    """Strings that end generation when produced."""
+    """Strings that end generation when produced (a list is taken as a tuple)."""
     stall_timeout: float | None = None
     """Seconds a model call may go without receiving a byte (`None`: 300, as local models on
     a CPU can think for minutes before answering); past it `ProviderTimeoutError`
@@ -236,6 +246,10 @@ class ModelSettings:
     with `ResponseParseError`, before it is held in memory."""
     retry: RetryPolicy | None = None
     """How failed calls are retried; `None`: the client's policy (by default `RetryPolicy()`)."""
+    provider_options: ProviderOptions | None = None
+    """Settings only one provider family understands (`OpenAIOptions`, `OllamaOptions`,
+    `GeminiOptions`), passed to it unchanged; a client of another family refuses them with
+    `ConfigurationError`."""
 
     def __post_init__(self) -> None:
         for name in ("timeout", "stall_timeout"):
@@ -244,16 +258,81 @@ class ModelSettings:
                 raise UserError(f"ModelSettings.{name} must be a positive number of seconds.")
         if self.max_response_bytes is not None and self.max_response_bytes <= 0:
             raise UserError("ModelSettings.max_response_bytes must be positive.")
+        check_number("ModelSettings", "temperature", self.temperature, 0.0, 2.0)
+        check_integer("ModelSettings", "max_tokens", self.max_tokens, 1)
+        check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)
+        self._check_stop_sequences()
+        options = self.provider_options
+        if options is not None and not isinstance(
+            options, OpenAIOptions | OllamaOptions | GeminiOptions
+        ):
+            raise UserError(
+                "ModelSettings.provider_options must be OpenAIOptions, OllamaOptions or "
+                f"GeminiOptions, not {type(options).__name__}."
+            )
+        self._check_overlaps()
+
+    def _check_stop_sequences(self) -> None:
+        stops = self.stop_sequences
+        if stops is None:
+            return
+        if isinstance(stops, str) or not isinstance(stops, tuple | list):
+            raise UserError(
+                "ModelSettings.stop_sequences must be a tuple of strings, e.g. ('END',), "
+                f"not {stops!r}."
+            )
+        if not all(isinstance(s, str) and s for s in stops):
+            raise UserError("ModelSettings.stop_sequences must hold non-empty strings only.")
+        object.__setattr__(self, "stop_sequences", tuple(stops))
+
+    def _check_overlaps(self) -> None:
+        """Refuse an option that says again what a portable field already says."""
+        options = self.provider_options
+        clashes: list[tuple[str, str]] = []
+        if isinstance(options, OllamaOptions):
+            given = options.options or {}
+            for name, key in (
+                ("temperature", "temperature"),
+                ("max_tokens", "num_predict"),
+                ("stop_sequences", "stop"),
+            ):
+                if getattr(self, name) is not None and key in given:
+                    clashes.append((name, f"OllamaOptions.options[{key!r}]"))
+            if self.thinking_budget is not None and options.think is not None:
+                clashes.append(("thinking_budget", "OllamaOptions.think"))
+        if (
+            isinstance(options, GeminiOptions)
+            and self.thinking_budget is not None
+            and options.thinking_level is not None
+        ):
+            clashes.append(("thinking_budget", "GeminiOptions.thinking_level"))
+        if clashes:
+            name, option = clashes[0]
+            raise UserError(f"ModelSettings.{name} and {option} say the same thing; set one.")
 
     def merge(self, other: ModelSettings | None) -> ModelSettings:
         """Return these settings overridden by every field `other` sets (not `None`).
 
+        Provider options of the same class are merged field by field (see
+        `OpenAIOptions.merge`).
+
         Args:
             other: Settings that take precedence, e.g. run-level over agent-level.
+
+        Raises:
+            UserError: When the two carry provider options of different providers.
         """
         if other is None:
             return self
         changes = {f.name: v for f in fields(other) if (v := getattr(other, f.name)) is not None}
+        mine, theirs = self.provider_options, other.provider_options
+        if mine is not None and theirs is not None:
+            if type(mine) is not type(theirs):
+                raise UserError(
+                    f"Cannot merge ModelSettings.provider_options={type(theirs).__name__}(...) "
+                    f"into {type(mine).__name__}(...): they are for different providers."
+                )
+            changes["provider_options"] = mine.merge(theirs)  # type: ignore[arg-type]
         return replace(self, **changes) if changes else self
 
 

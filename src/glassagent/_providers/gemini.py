@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import re
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -213,6 +214,8 @@ class GeminiClient(BaseLLMClient):
         messages = await self._attachments.prepare(messages)
         contents, extra_system = wire.to_contents(messages)
         config = wire.to_config(tools, system, extra_system, settings)
+        if settings is not None and settings.provider_options is not None:
+            _check_config(config)
         return {"model": self.model, "contents": contents, "config": config}
 
     async def chat(
@@ -427,3 +430,28 @@ async def _close_stream(chunks: Any, exchange: _Exchange) -> None:
 
 async def _close(pair: tuple[httpx.AsyncClient, Any]) -> None:
     await pair[0].aclose()
+
+
+def _check_config(config: dict[str, Any]) -> None:
+    """Refuse a config google-genai cannot read, before anything is sent.
+
+    An unknown `GeminiOptions.extra_config` key, say, would otherwise surface as an answer
+    that could not be read. (Unknown enum values pass: google-genai sends them on.)
+
+    Raises:
+        ConfigurationError: Naming the provider and what google-genai said.
+    """
+    from google.genai import types
+    from pydantic import ValidationError
+
+    try:
+        with warnings.catch_warnings():  # google-genai warns again when it sends the request
+            warnings.simplefilter("ignore")
+            types.GenerateContentConfig.model_validate(config)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigurationError(
+            f"gemini cannot take these GeminiOptions: {problems[:1000]}."
+        ) from None

@@ -26,6 +26,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._core.options import GeminiOptions, add_unset, options_for
 from glassagent._providers.shapes import check_blocked, parse_error, token_count
 
 PROVIDER = "gemini"
@@ -183,7 +184,32 @@ def to_config(
                 "thinking_budget": settings.thinking_budget,
                 "include_thoughts": True,
             }
+        _add_options(config, settings)
     return config
+
+
+def _add_options(config: dict[str, Any], settings: ModelSettings) -> None:
+    """Put `GeminiOptions` into `config` as given, refusing keys already set."""
+    options = options_for(settings.provider_options, GeminiOptions, PROVIDER)
+    if options is None:
+        return
+    if options.thinking_level is not None:
+        config["thinking_config"] = {
+            "thinking_level": options.thinking_level,
+            "include_thoughts": True,
+        }
+    given = {
+        "top_p": options.top_p,
+        "top_k": options.top_k,
+        "seed": options.seed,
+        "presence_penalty": options.presence_penalty,
+        "frequency_penalty": options.frequency_penalty,
+        "safety_settings": list(options.safety_settings) if options.safety_settings else None,
+        "response_mime_type": options.response_mime_type,
+        "response_json_schema": options.response_json_schema,
+    }
+    add_unset(config, {k: v for k, v in given.items() if v is not None}, "GeminiOptions", PROVIDER)
+    add_unset(config, options.extra_config or {}, "GeminiOptions.extra_config", PROVIDER)
 
 
 def _name(value: Any) -> str | None:

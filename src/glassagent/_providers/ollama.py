@@ -30,6 +30,7 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
+from glassagent._core.options import OllamaOptions, add_unset, options_for
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
@@ -272,19 +273,31 @@ class OllamaClient(BaseLLMClient):
             body["tools"] = wire_tools(tools)
         if json_mode:
             body["format"] = "json"
-        options: dict[str, Any] = {}
         if settings is not None:
-            if settings.temperature is not None:
-                options["temperature"] = settings.temperature
-            if settings.max_tokens is not None:
-                options["num_predict"] = settings.max_tokens
-            if settings.stop_sequences:
-                options["stop"] = list(settings.stop_sequences)
-            if settings.thinking_budget is not None:
-                body["think"] = settings.thinking_budget > 0
+            self._add_settings(body, settings)
+        return body, json_mode
+
+    def _add_settings(self, body: dict[str, Any], settings: ModelSettings) -> None:
+        """Put `settings` into `body`: the portable ones, then `OllamaOptions` as given."""
+        options: dict[str, Any] = {}
+        if settings.temperature is not None:
+            options["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            options["num_predict"] = settings.max_tokens
+        if settings.stop_sequences:
+            options["stop"] = list(settings.stop_sequences)
+        if settings.thinking_budget is not None:
+            # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
+            body["think"] = settings.thinking_budget != 0
+        extra = options_for(settings.provider_options, OllamaOptions, self.provider_name)
+        if extra is not None:
+            add_unset(options, extra.options or {}, "OllamaOptions.options", self.provider_name)
+            if extra.keep_alive is not None:
+                body["keep_alive"] = extra.keep_alive
+            if extra.think is not None:
+                body["think"] = extra.think
         if options:
             body["options"] = options
-        return body, json_mode
 
     def _response(
         self,

@@ -27,6 +27,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._core.options import OpenAIOptions, add_unset, options_for
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.attachments import AttachmentGate
@@ -384,17 +385,42 @@ class OpenAICompatibleClient(BaseLLMClient):
             body["messages"] = wire_messages(messages, system)
             if tools:
                 body["tools"] = wire_tools(tools)
-        if settings is not None:
-            if settings.temperature is not None:
-                body["temperature"] = settings.temperature
-            if settings.max_tokens is not None:
-                body["max_tokens"] = settings.max_tokens
-            if settings.stop_sequences:
-                body["stop"] = list(settings.stop_sequences)
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        if settings is not None:
+            self._add_settings(body, settings)
         return body
+
+    def _add_settings(self, body: dict[str, Any], settings: ModelSettings) -> None:
+        """Put `settings` into `body`, refusing what this API cannot honour."""
+        provider = self.provider_name
+        if settings.thinking_budget is not None:
+            raise ConfigurationError(
+                f"{provider} cannot honour ModelSettings.thinking_budget: the OpenAI Chat API "
+                "takes no reasoning budget in tokens. Use OpenAIOptions(reasoning_effort=...) "
+                "or your server's own field in OpenAIOptions(extra_body=...)."
+            )
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
+        if settings.stop_sequences:
+            body["stop"] = list(settings.stop_sequences)
+        options = options_for(settings.provider_options, OpenAIOptions, provider)
+        if options is None:
+            return
+        fields = {
+            "top_p": options.top_p,
+            "seed": options.seed,
+            "presence_penalty": options.presence_penalty,
+            "frequency_penalty": options.frequency_penalty,
+            "reasoning_effort": options.reasoning_effort,
+            "response_format": options.response_format,
+        }
+        given = {k: v for k, v in fields.items() if v is not None}
+        add_unset(body, given, "OpenAIOptions", provider)
+        add_unset(body, options.extra_body or {}, "OpenAIOptions.extra_body", provider)
 
     def _finish(
         self, assembly: _Assembly, body: dict[str, Any], raw: Any, json_mode: bool
