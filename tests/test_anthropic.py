@@ -672,3 +672,23 @@ async def test_a_key_a_server_echoes_is_masked_everywhere(streamed: bool) -> Non
         assert KEY not in (getattr(error, "body", None) or "")
     assert via_agent.value.result is not None
     assert KEY not in json.dumps([e.to_dict() for e in via_agent.value.result.events])
+
+
+@respx.mock
+async def test_signed_thinking_survives_a_history_saved_as_json(client) -> None:
+    from glassagent.history import History
+
+    thinking = {"type": "thinking", "thinking": "Hmm.", "signature": SIGNATURE}
+    redacted = {"type": "redacted_thinking", "data": REDACTED}
+    use = {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"location": "X"}}
+    respx.post(URL).mock(
+        return_value=httpx.Response(200, json=message([thinking, redacted, use], "tool_use"))
+    )
+    response = await client.chat(HI, [WEATHER])
+    history = History()
+    for m in [*HI, client.format_assistant_message(response)]:
+        history.append(m)
+    loaded = History.from_json(history.to_json())
+    route = respx.post(URL).mock(return_value=httpx.Response(200, json=message([])))
+    await client.chat(loaded.to_messages(), [WEATHER])
+    assert body_of(route, -1)["messages"][1]["content"] == [thinking, redacted, use]
