@@ -31,7 +31,13 @@ def test_known_providers_case_insensitive(monkeypatch) -> None:
 
 
 def test_unknown_provider_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigurationError, match="llama, ollama, openai, openai_compatible"):
+    known = "anthropic, gemini, llama, ollama, openai, openai_compatible"
+    with pytest.raises(ConfigurationError, match=known):
+        create_llm_client("mistral")
+
+
+def test_anthropic_without_a_key_names_the_variable() -> None:
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
         create_llm_client("anthropic")
 
 

@@ -3,8 +3,9 @@
 Every backend translates between these types and its own wire format; provider types never
 leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat`.
 
-Shipped backends: `GeminiClient` (Google Gemini on google-genai), `OpenAICompatibleClient`
-(OpenAI, llama-server, vLLM, LM Studio), `OllamaClient` and `LlamaClient`;
+Shipped backends: `AnthropicClient` (Anthropic's Messages API), `GeminiClient` (Google
+Gemini on google-genai), `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, LM Studio),
+`OllamaClient` and `LlamaClient`;
 `create_llm_client` makes one by provider name, including providers that other packages add
 through the ``glassagent.providers`` entry-point group or `register_provider`. Each takes an
 `AttachmentPolicy`, which says which local files attachments may read and whether remote
@@ -33,6 +34,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
 from glassagent._core.retry import RetryPolicy
+from glassagent._providers.anthropic import AnthropicClient
 from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
 from glassagent._providers.ollama import LlamaClient, OllamaClient
@@ -41,6 +43,7 @@ from glassagent._public import publish
 
 __all__ = [
     "ARGUMENTS_ERROR",
+    "AnthropicClient",
     "Attachment",
     "AttachmentPolicy",
     "BaseLLMClient",

@@ -19,6 +19,8 @@ OPENAI_API_BASE = "https://api.openai.com/v1"
 """OpenAI's own base URL, the default of the ``openai`` provider."""
 OLLAMA_BASE_URL = "http://localhost:11434"
 """Where a local Ollama server listens by default."""
+ANTHROPIC_API_BASE = "https://api.anthropic.com"
+"""Anthropic's own base URL, the default of the ``anthropic`` provider."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class ProviderEnvironment:
 
 
 ENVIRONMENT: dict[str, ProviderEnvironment] = {
+    "anthropic": ProviderEnvironment(
+        key=("ANTHROPIC_API_KEY",),
+        base=("ANTHROPIC_API_BASE",),
+        default_base=ANTHROPIC_API_BASE,
+    ),
     "gemini": ProviderEnvironment(
         key=("GEMINI_API_KEY",), base=("GEMINI_API_BASE",), key_follows_base=False
     ),

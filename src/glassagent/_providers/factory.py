@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "glassagent.providers"
 # provider name -> (module, class or factory function); modules are imported lazily so
 # `import glassagent` stays cheap.
 PROVIDERS: dict[str, tuple[str, str]] = {
+    "anthropic": ("glassagent._providers.factory", "_anthropic"),
     "gemini": ("glassagent._providers.gemini", "GeminiClient"),
     "llama": ("glassagent._providers.ollama", "LlamaClient"),
     "ollama": ("glassagent._providers.ollama", "OllamaClient"),
@@ -35,6 +36,17 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 """The model `create_llm_client("openai")` uses when none is given."""
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+"""The model `create_llm_client("anthropic")` uses when none is given."""
+
+
+def _anthropic(**options: Any) -> BaseLLMClient:
+    from glassagent._providers.anthropic import AnthropicClient
+
+    if options.get("model") is None:
+        options["model"] = DEFAULT_ANTHROPIC_MODEL
+    return AnthropicClient(**options)
 
 
 def _openai(**options: Any) -> BaseLLMClient:
@@ -154,7 +166,7 @@ def create_llm_client(
 ) -> BaseLLMClient:
     """Create the client for `provider` (case-insensitive), e.g. ``"gemini"``.
 
-    Built-in providers: ``gemini``, ``llama`` (an Ollama model through the JSON tool
+    Built-in providers: ``anthropic``, ``gemini``, ``llama`` (an Ollama model through the JSON tool
     protocol), ``ollama``, ``openai`` and ``openai_compatible`` (any chat-completions server;
     needs ``base_url``). Each reads ``[PROVIDER]_API_KEY`` and ``[PROVIDER]_API_BASE`` from
     the environment when the argument is not given (the table is on the docs' Providers
