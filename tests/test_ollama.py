@@ -411,11 +411,7 @@ async def test_agent_runs_two_native_tool_rounds() -> None:
         "llm_response",
         "complete",
     ]
-    assert [e.tool_protocol for e in events if e.type == "llm_request"] == [
-        "auto",
-        "native",
-        "native",
-    ]
+    assert [e.tool_protocol for e in events if e.type == "llm_request"] == ["native"] * 3
     assert run.result.text == "The total is 43."
     assert run.result.usage.input_tokens == 3 * 26
     third = body_of(route, 2)
