@@ -6,6 +6,8 @@ calls the ``counter`` tool with ``n`` = the number of results so far; then it an
 ``done <K>``. So every client makes exactly K+1 model calls per run.
 
 Run: ``python bench/fake_server.py [--port 0]``; it prints ``PORT <n>`` once listening.
+``GET /_stats`` answers ``{"connections": <n>}``: the connections accepted so far, its own
+included, so bench/run.py can count the connections each driver opens.
 """
 
 from __future__ import annotations
@@ -179,7 +181,13 @@ def gemini(model: str, body: dict[str, Any], stream: bool) -> tuple[bytes, str]:
     return b"data: " + json.dumps(payload).encode() + b"\r\n\r\n", "text/event-stream"
 
 
+CONNECTIONS = 0
+"""Connections accepted since the server started."""
+
+
 def route(method: str, path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
+    if path == "/_stats":
+        return 200, json.dumps({"connections": CONNECTIONS}).encode(), "application/json"
     if path.startswith("/v1/chat/completions"):
         return (200, *openai(body))
     if path == "/api/chat":
@@ -196,6 +204,8 @@ class HTTPProtocol(asyncio.Protocol):
     """Just enough HTTP/1.1 (keep-alive, Content-Length bodies) for the clients under test."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        global CONNECTIONS
+        CONNECTIONS += 1
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
         self.buffer = b""
 

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +126,30 @@ def package_count(requirement: str) -> int | str:
     return len(seen)
 
 
+def connections_so_far(base_url: str) -> int:
+    """The connections the fake server has accepted, this question's own included."""
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=10) as reply:
+        count: int = json.load(reply)["connections"]
+    return count
+
+
+def count_connections(result: dict[str, Any], before: int, base_url: str, args: Any) -> None:
+    """Add the connections a driver opened, in all and per run, to its `result`."""
+    opened = connections_so_far(base_url) - before - 1  # the question just asked opened one
+    runs = 2 + args.n + args.rounds * args.concurrency  # warm-up, latency and throughput runs
+    result["connections"] = opened
+    result["connections_per_run"] = opened / runs
+
+
 def run_driver(name: str, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [*pinned(1), PYTHON, str(HERE / "driver.py"), name]
     command += driver_options(base_url, args)
+    before = connections_so_far(base_url)
     out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if out.returncode != 0:
         raise SystemExit(f"driver {name} failed:\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout)
+    count_connections(result, before, base_url, args)
     return result
 
 
@@ -158,7 +176,9 @@ def run_peers(
     results = []
     for name, python in pythons.items():
         try:
+            before = connections_so_far(base_url)
             result = peer_envs.run_driver(name, python, base_url, pinned(1), args)
+            count_connections(result, before, base_url, args)
             facts = peer_envs.facts(name, python)
         except peer_envs.Skipped as exc:
             skipped[name] = str(exc)
@@ -235,9 +255,9 @@ def print_tables(
     )
     print(
         "| driver | latency ms | overhead ms/call | CPU ms/run | CPU overhead ms/call "
-        "| runs/s @C | peak RSS MB | import ms | packages |"
+        "| runs/s @C | connections/run | peak RSS MB | import ms | packages |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         label = f"{r['driver']} (peer: {r['peer']})" if "peer" in r else r["driver"]
         print(
@@ -246,12 +266,13 @@ def print_tables(
             f"| {r['cpu_ms_per_run']:.2f} ({r['cpu_ratio']:.2f}x) "
             f"| {r['cpu_overhead_ms_per_call']:+.3f} "
             f"| {r['runs_per_s']:.0f} ({r['throughput_ratio']:.2f}x) "
+            f"| {r['connections_per_run']:.2f} "
             f"| {r['peak_rss_mb']:.1f} ({r['rss_extra_mb']:+.1f}) "
             f"| {r['import_ms']:.0f} ({r['import_ratio']:.2f}x) | {r['packages']} |"
         )
     for name, why in skipped.items():
         why = why.replace("|", "\\|")
-        print(f"| {name} (peer) | skipped: {why} | | | | | | | |")
+        print(f"| {name} (peer) | skipped: {why} | | | | | | | | |")
     print("\n## Micro-benchmarks\n\n| measure | value |\n|---|---|")
     for name, value in micro_results.items():
         print(f"| {name} | {value:.2f} |")

@@ -8,7 +8,7 @@ import pytest
 
 from glassagent._providers.builder import GENERATED_ID, ResponseBuilder, new_call_id
 from glassagent.errors import ResponseParseError
-from glassagent.llm import ARGUMENTS_ERROR, TextDelta, ThinkingDelta, Usage
+from glassagent.llm import TextDelta, ThinkingDelta, Usage
 
 REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -130,7 +130,8 @@ def test_invalid_arguments_mark_the_call_instead_of_raising() -> None:
     b.tool_call(index=0, call_id="a", name="add", arguments='{"a": 1')
     (call,) = build(b).tool_calls
     assert call.input == {}
-    assert "not valid JSON" in call.provider_metadata[ARGUMENTS_ERROR]
+    assert call.arguments_error is not None
+    assert "not valid JSON" in call.arguments_error
 
 
 def test_call_metadata_is_kept() -> None:

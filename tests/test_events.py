@@ -11,6 +11,7 @@ from glassagent.testing import ScriptedClient
 
 COMMON = {"run_id": "r1", "seq": 7}
 CALL = ToolCall("c1", "add", {"a": 1}, {"thought_signature": "c2lnbmF0dXJl"})
+BAD_CALL = ToolCall("c2", "add", {}, arguments_error="the arguments are not valid JSON")
 DEFINITION = ToolDefinition("add", "Add.", {"type": "object", "properties": {}})
 
 SAMPLES: list[ev.BaseEvent] = [
@@ -73,7 +74,7 @@ SAMPLES: list[ev.BaseEvent] = [
     ev.LLMResponseEvent(
         iteration=1,
         text="",
-        tool_calls=(CALL,),
+        tool_calls=(CALL, BAD_CALL),
         stop_reason="tool_use",
         thinking=None,
         usage=Usage(5, 6),
@@ -140,6 +141,14 @@ def test_standard_dict_shapes() -> None:
         "name": "add",
         "input": {"a": 1},
         "provider_metadata": {"thought_signature": "c2lnbmF0dXJl"},
+        "arguments_error": None,
+    }
+    assert SAMPLES[11].to_dict()["tool_calls"][1] == {
+        "id": "c2",
+        "name": "add",
+        "input": {},
+        "provider_metadata": {},
+        "arguments_error": "the arguments are not valid JSON",
     }
 
 

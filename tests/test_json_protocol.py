@@ -149,4 +149,5 @@ async def test_malformed_tool_calls_carry_an_error_for_the_model(text, problem) 
     assert response.protocol_error is None
     (call,) = response.tool_calls
     assert call.input == {}
-    assert problem in str(call.provider_metadata.values())
+    assert call.arguments_error is not None
+    assert problem in call.arguments_error

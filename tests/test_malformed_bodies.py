@@ -12,7 +12,6 @@ import pytest
 from glassagent import Agent, tool
 from glassagent.errors import ProviderError, ResponseParseError
 from glassagent.llm import (
-    ARGUMENTS_ERROR,
     GeminiClient,
     LLMResponse,
     Message,
@@ -162,13 +161,13 @@ async def test_openai_arguments_that_are_no_object_go_back_to_the_model(argument
     response = await openai(completion({"tool_calls": [call]})).chat(HI, [ADD])
     (parsed,) = response.tool_calls
     assert parsed.input == {}
-    assert "must be a JSON object" in parsed.provider_metadata[ARGUMENTS_ERROR]
+    assert "must be a JSON object" in parsed.arguments_error
 
 
 async def test_openai_deeply_nested_arguments_go_back_to_the_model() -> None:
     call = {"id": "c1", "function": {"name": "add", "arguments": DEEP}}
     response = await openai(completion({"tool_calls": [call]})).chat(HI, [ADD])
-    assert "not valid JSON" in response.tool_calls[0].provider_metadata[ARGUMENTS_ERROR]
+    assert "not valid JSON" in response.tool_calls[0].arguments_error
 
 
 async def test_json_protocol_reply_nested_too_deeply_becomes_the_text() -> None:
@@ -182,7 +181,7 @@ async def test_json_protocol_input_nested_too_deeply_goes_back_to_the_model() ->
     reply = json.dumps({"tool_call": {"name": "add", "input": DEEP}})
     response = await openai(completion({"content": reply}), tool_protocol="json").chat(HI, [ADD])
     (call,) = response.tool_calls
-    assert "'input' must be a JSON object" in call.provider_metadata[ARGUMENTS_ERROR]
+    assert "'input' must be a JSON object" in call.arguments_error
 
 
 @pytest.mark.parametrize(
@@ -260,7 +259,7 @@ async def test_ollama_malformed_counts_and_durations_are_dropped() -> None:
 async def test_ollama_arguments_that_are_no_object_go_back_to_the_model(arguments: Any) -> None:
     call = {"function": {"name": "add", "arguments": arguments}}
     response = await ollama(ollama_body({"tool_calls": [call]})).chat(HI, [ADD])
-    assert "must be a JSON object" in response.tool_calls[0].provider_metadata[ARGUMENTS_ERROR]
+    assert "must be a JSON object" in response.tool_calls[0].arguments_error
 
 
 @pytest.mark.parametrize(

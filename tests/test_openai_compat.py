@@ -17,7 +17,6 @@ from glassagent.errors import (
     ResponseParseError,
 )
 from glassagent.llm import (
-    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -336,8 +335,9 @@ async def test_invalid_json_arguments_are_marked_not_raised(client) -> None:
     final = (await stream_all(client, HI, [ADD]))[-1]
     first, second = final.tool_calls
     assert first.input == {}
-    assert first.provider_metadata[ARGUMENTS_ERROR].startswith("the arguments are not valid JSON")
-    assert "must be a JSON object" in second.provider_metadata[ARGUMENTS_ERROR]
+    assert first.arguments_error.startswith("the arguments are not valid JSON")
+    assert "must be a JSON object" in second.arguments_error
+    assert first.provider_metadata == second.provider_metadata == {}
 
 
 # ---- attachments, configuration, ownership ---------------------------------------------

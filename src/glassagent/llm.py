@@ -15,7 +15,6 @@ ones are passed on or downloaded.
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.messages import (
-    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -42,7 +41,6 @@ from glassagent._providers.openai_compat import OpenAICompatibleClient
 from glassagent._public import publish
 
 __all__ = [
-    "ARGUMENTS_ERROR",
     "AnthropicClient",
     "Attachment",
     "AttachmentPolicy",

@@ -21,6 +21,7 @@ from glassagent._agent import decide
 from glassagent._agent.think import read_answer
 from glassagent._core.errors import (
     MaxIterationsExceeded,
+    ProviderError,
     RunAborted,
     RunError,
     RunTimeoutError,
@@ -49,6 +50,7 @@ from glassagent._core.messages import (
     StopReason,
     ToolCall,
     ToolDefinition,
+    ToolProtocol,
     Usage,
 )
 from glassagent._core.result import RunResult, RunStopReason, ToolResult
@@ -372,11 +374,26 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
                     max_iterations=limit,
                 )
 
+    async def _tool_protocol(self) -> ToolProtocol:
+        """The protocol the next call offers tools with; ``auto`` is resolved first.
+
+        A client that cannot decide now (its server is down) is left to decide in the call,
+        which retries and reports the failure as usual; the event then says ``auto``.
+        """
+        client = self._client
+        if client.tool_protocol != "auto" or not self._definitions:
+            return client.tool_protocol
+        try:
+            return await client.resolve_tool_protocol(self._settings)
+        except ProviderError:
+            return client.tool_protocol
+
     async def _think(self, iteration: int) -> LLMResponse:
         """One model call, streamed: text and thinking chunks as they arrive."""
         self._iterations = iteration
         messages = tuple(self._conversation)
         client = self._client
+        protocol = await self._tool_protocol()
         self._emit(
             LLMRequestEvent,
             iteration=iteration,
@@ -386,7 +403,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             tools=self._definitions,
             system=self._system,
             settings=self._settings,
-            tool_protocol=client.tool_protocol,
+            tool_protocol=protocol,
         )
         started = time.perf_counter()
         follow_up = iteration > 1

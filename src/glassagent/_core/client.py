@@ -118,6 +118,22 @@ class BaseLLMClient(ABC):
             is_error=result.is_error,
         )
 
+    async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
+        """Decide how tools are offered, before a call that offers them; return the choice.
+
+        The agent awaits it before each model call with tools while `tool_protocol` is
+        ``"auto"``, so the ``llm_request`` event shows the protocol the call uses. The default
+        returns `tool_protocol`; a client that decides later (``OllamaClient`` asks its server
+        once) overrides it and sets `tool_protocol` to the choice.
+
+        Args:
+            settings: The settings of the call about to be made (its limits and timeout).
+
+        Raises:
+            ProviderError: When the client cannot decide (e.g. the server cannot be reached).
+        """
+        return self.tool_protocol
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Release the client's resources (HTTP connections). The default does nothing."""
 

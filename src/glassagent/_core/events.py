@@ -243,7 +243,9 @@ class LLMRequestEvent(BaseEvent):
     settings: ModelSettings
     """The merged generation settings."""
     tool_protocol: ToolProtocol = "native"
-    """How the client offers the tools: natively or through the JSON tool protocol."""
+    """How the client offers the tools: natively or through the JSON tool protocol. A client
+    set to ``auto`` has decided before a request with tools; ``auto`` remains only when it
+    could not yet (the call decides) or when no tools are offered."""
 
 
 @dataclass(frozen=True, kw_only=True)

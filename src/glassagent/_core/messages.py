@@ -37,11 +37,6 @@ ToolProtocol = Literal["native", "json", "auto"]
 """How a client offers tools to the model: the provider's own tool calling (``native``), the
 JSON tool protocol in the system prompt (``json``), or ``auto`` until the client has decided."""
 
-ARGUMENTS_ERROR = "arguments_error"
-"""`ToolCall.provider_metadata` key set by a client when the model's arguments could not be
-parsed (e.g. invalid JSON); its value says why. The agent does not run such a call: it sends
-the message back to the model as an error result, so the model can correct itself."""
-
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -54,8 +49,12 @@ class ToolCall:
     input: dict[str, Any]
     """Arguments the model gave, as parsed JSON."""
     provider_metadata: Mapping[str, Any] = field(default_factory=dict)
-    """Opaque provider data that must round-trip (e.g. Gemini's thought signature). The key
-    `ARGUMENTS_ERROR` marks a call whose arguments could not be parsed."""
+    """Opaque provider data that must round-trip (e.g. Gemini's thought signature)."""
+    arguments_error: str | None = None
+    """Why the model's arguments could not be parsed (e.g. invalid JSON), or `None`. A client
+    sets it, with empty `input`; the agent does not run such a call but sends the reason back
+    to the model as an error result, so the model can correct itself. Not saved in histories
+    (the error result is)."""
 
 
 REMOTE_SCHEMES = ("http", "https")
@@ -416,7 +415,6 @@ StreamPart = TextDelta | ThinkingDelta | RetryNotice | LLMResponse
 """What `BaseLLMClient.stream` yields: deltas (and `RetryNotice`s), then one `LLMResponse`."""
 
 __all__ = [
-    "ARGUMENTS_ERROR",
     "Attachment",
     "LLMResponse",
     "Message",

@@ -42,6 +42,9 @@ _TIMESTAMP = re.compile(
 # collide with known fields when a document is converted.
 _COMMON = ("role", "content", "parent_id", "attachments", "tool_calls", "tool_call_id", "status")
 _EXTENSIONS = ("name", "is_error", "thinking", "provider_metadata")
+_LEGACY_ARGUMENTS_ERROR = "arguments_error"
+"""The `provider_metadata` key older versions wrote for unparsable arguments; dropped on read
+(the call's error result, stored with the history, already holds the reason)."""
 _TOOL_CALL_FIELDS = frozenset({"tool_call_id", "function_name", "arguments", "provider_metadata"})
 _ATTACHMENT_FIELDS = frozenset({"type", "mime_type", "url", "name"})
 TOP_FIELDS: dict[Version, frozenset[str]] = {
@@ -415,13 +418,13 @@ def _tool_call(item: dict[str, Any], loc: str, problems: Problems) -> HistoryToo
     elif not isinstance(arguments, (str, dict)):
         problems.add(key_loc(loc, "arguments"), f"must be an object, not {kind(arguments)}")
         ok = False
-    metadata = _optional(item, "provider_metadata", dict, loc, problems)
+    metadata = _optional(item, "provider_metadata", dict, loc, problems) or {}
     if not ok or not isinstance(call_id, str) or not isinstance(function, str):
         return None
     return HistoryToolCall(
         tool_call_id=call_id,
         function_name=function,
         arguments=arguments,
-        provider_metadata=metadata or {},
+        provider_metadata={k: v for k, v in metadata.items() if k != _LEGACY_ARGUMENTS_ERROR},
         extra={k: v for k, v in item.items() if k not in _TOOL_CALL_FIELDS},
     )

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from glassagent._core.messages import (
-    ARGUMENTS_ERROR,
     LLMResponse,
     Message,
     StreamPart,
@@ -171,14 +170,14 @@ def _tool_call(raw: Any) -> ToolCall:
     """One protocol ``tool_call`` object as a `ToolCall` (a malformed one carries an error)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         problem = f"a tool_call needs a string 'name' and an 'input' object, got {raw!r}"
-        return ToolCall(_new_id(), "", {}, {ARGUMENTS_ERROR: problem})
+        return ToolCall(_new_id(), "", {}, arguments_error=problem)
     args: Any = next((raw[k] for k in ("input", "arguments", "parameters") if k in raw), {})
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
             args = shapes.loads(args) if args.strip() else {}
     if not isinstance(args, dict):
         problem = f"'input' must be a JSON object, got {args!r}"
-        return ToolCall(_new_id(), raw["name"], {}, {ARGUMENTS_ERROR: problem})
+        return ToolCall(_new_id(), raw["name"], {}, arguments_error=problem)
     return ToolCall(_new_id(), raw["name"], args)
 
 

@@ -219,16 +219,24 @@ class OllamaClient(BaseLLMClient):
             provider=self.provider_name,
         )
 
-    async def resolve_tool_protocol(self) -> ToolProtocol:
+    async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """The protocol used for this model; with ``auto``, asks the server once and caches.
 
-        Once resolved, `tool_protocol` shows the choice (so later ``llm_request`` events do).
+        Once resolved, `tool_protocol` shows the choice (the agent resolves it before its
+        first ``llm_request`` event with tools, so every such event shows it).
+
+        Args:
+            settings: Bounds the question to the server (its ``timeout``, ``stall_timeout``).
 
         Returns:
             ``"native"`` when the model lists the ``tools`` capability (or, on servers that
             report no capabilities, when its template mentions tools), else ``"json"``.
+
+        Raises:
+            ProviderError: When the server cannot be asked (it is retried with the model call).
         """
-        return await self._resolve(CallLimits.first(_NO_SETTINGS, self.provider_name))
+        limits = CallLimits.first(settings or _NO_SETTINGS, self.provider_name)
+        return await self._resolve(limits)
 
     async def _resolve(self, limits: CallLimits) -> ToolProtocol:
         """`resolve_tool_protocol` within the limits of the model call that needs it."""

@@ -14,7 +14,6 @@ from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
-    ARGUMENTS_ERROR,
     Attachment,
     LLMResponse,
     Message,
@@ -133,23 +132,23 @@ def wire_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A `ToolCall` from wire arguments (an object, JSON text, or null for none).
 
-    Arguments that are not a JSON object (invalid JSON, an array, a number...) mark the call
-    with `ARGUMENTS_ERROR`, so the agent tells the model instead of running the tool.
+    Arguments that are not a JSON object (invalid JSON, an array, a number...) set the call's
+    `arguments_error`, so the agent tells the model instead of running the tool.
     """
     if isinstance(arguments, dict):
         return ToolCall(call_id, name, arguments)
     if arguments is not None and not isinstance(arguments, str):
         problem = f"the arguments must be a JSON object, got {shapes.snippet(arguments)}"
-        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+        return ToolCall(call_id, name, {}, arguments_error=problem)
     text = arguments or ""
     try:
         value = shapes.loads(text) if text.strip() else {}
     except ValueError as exc:
         problem = f"the arguments are not valid JSON ({exc}): {text[:500]!r}"
-        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+        return ToolCall(call_id, name, {}, arguments_error=problem)
     if not isinstance(value, dict):
         problem = f"the arguments must be a JSON object, got {text[:500]!r}"
-        return ToolCall(call_id, name, {}, {ARGUMENTS_ERROR: problem})
+        return ToolCall(call_id, name, {}, arguments_error=problem)
     return ToolCall(call_id, name, value)
 
 

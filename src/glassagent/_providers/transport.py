@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_SECONDS = 10.0
 """Connect timeout of an owned client (reads are bounded per call by `CallLimits`)."""
 
+MAX_CONNECTIONS = 256
+"""Connections an owned client opens at most, per event loop; more requests at once wait for
+one. httpx's default of 100, with 20 kept alive, made agents running many calls at once open
+a new connection for most requests. For other limits pass your own ``http_client``."""
+
 StatusHook = Callable[[int, str], "ProviderError | None"]
 """Maps an error status and body to a provider-specific error, or `None` for the default."""
 
@@ -208,10 +213,19 @@ class HTTPTransport:
 
 
 def new_http_client() -> httpx.AsyncClient:
-    """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call."""
+    """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call.
+
+    Its pool holds up to `MAX_CONNECTIONS` connections and keeps them all alive between
+    requests, so concurrent agent runs reuse connections instead of opening new ones.
+    """
     import httpx
 
-    return httpx.AsyncClient(timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS))
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS),
+        limits=httpx.Limits(
+            max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+        ),
+    )
 
 
 async def close_http_client(client: httpx.AsyncClient) -> None:

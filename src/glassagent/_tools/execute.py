@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from glassagent._core.errors import ToolError
-from glassagent._core.messages import ARGUMENTS_ERROR, ToolCall
+from glassagent._core.messages import ToolCall
 from glassagent._core.result import ToolResult
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import InvalidArguments, Tool
@@ -128,7 +128,7 @@ async def execute_call(
         duration = (time.perf_counter() - started) * 1000
         return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
 
-    if problem := call.provider_metadata.get(ARGUMENTS_ERROR):
+    if problem := call.arguments_error:
         return done(f"Error: invalid arguments for tool {call.name!r}: {problem}", True)
     if tool is None:
         names = ", ".join(available) or "none"
