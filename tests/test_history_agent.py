@@ -4,7 +4,13 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from glassagent import Agent, BaseLLMClient, LLMResponse, Message, ToolCall, tool
-from glassagent.errors import MaxIterationsExceeded, ProviderError, RunAborted, UserError
+from glassagent.errors import (
+    HistoryAppendError,
+    MaxIterationsExceeded,
+    ProviderError,
+    RunAborted,
+    UserError,
+)
 from glassagent.history import History, HistoryMessage
 from glassagent.llm import Attachment, ModelSettings, StreamPart, TextDelta, ToolDefinition
 from glassagent.testing import FunctionClient, ScriptedClient
@@ -220,3 +226,67 @@ def test_messages_and_history_together_are_a_user_error() -> None:
         agent.run("x", messages=[], history=History())
     with pytest.raises(UserError, match="needs a `history`"):
         agent.run("x", append_to_history=True)
+
+
+class RefusingHistory(History):
+    """Refuses to append assistant messages, like a history with a stricter rule would."""
+
+    def append(self, message: Message | HistoryMessage, parent: str | None = None) -> str:
+        if message.role == "assistant":
+            raise ValueError("no assistant messages here")
+        return super().append(message, parent)
+
+
+async def test_a_refused_append_is_a_typed_error_when_awaited() -> None:
+    history = RefusingHistory()
+    run = Agent(ScriptedClient(["Hello."])).run("Hi", history=history, append_to_history=True)
+    with pytest.raises(HistoryAppendError, match="could not be appended") as info:
+        await asyncio.wait_for(run, 5)
+    error = info.value
+    assert isinstance(error.__cause__, ValueError)
+    assert error.result is run.result
+    assert error.result is not None
+    assert error.result.stop_reason == "end_turn"
+    assert error.appended == (history.root_id,)  # the question went in, the answer did not
+    assert roles(history.thread()) == ["user"]
+
+
+async def test_a_refused_append_ends_the_stream_once_then_raises() -> None:
+    history = RefusingHistory()
+    run = Agent(ScriptedClient(["Hello."])).run("Hi", history=history, append_to_history=True)
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for event in run:
+            seen.append(event.type)
+
+    with pytest.raises(HistoryAppendError):
+        await asyncio.wait_for(consume(), 5)  # the consumer is not left waiting
+    terminal = [t for t in seen if t in ("complete", "error", "aborted")]
+    assert terminal == ["complete"]
+    assert seen[-1] == "complete"
+    with pytest.raises(HistoryAppendError):  # awaiting afterwards reports it too
+        await run
+
+
+async def test_a_refused_append_of_an_aborted_run_is_a_typed_error() -> None:
+    history = RefusingHistory()
+    run = Agent(SlowStreamClient()).run("Hi", history=history, append_to_history=True)
+
+    async def consume() -> None:
+        async for event in run:
+            if event.type == "text_chunk":
+                run.abort("enough")
+
+    with pytest.raises(HistoryAppendError) as info:
+        await asyncio.wait_for(consume(), 5)
+    assert info.value.result is not None
+    assert info.value.result.stop_reason == "aborted"
+
+
+def test_a_refused_append_fails_run_sync() -> None:
+    agent = Agent(ScriptedClient(["Hello."]))
+    with pytest.raises(HistoryAppendError) as info:
+        agent.run_sync("Hi", history=RefusingHistory(), append_to_history=True)
+    assert info.value.result is not None
+    assert info.value.result.text == "Hello."

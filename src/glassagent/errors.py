@@ -15,6 +15,7 @@ GlassAgentError
 ├── ToolError                     raised by a tool to report a clean error to the model
 ├── HistoryValidationError        an invalid history document (.problems; also a ValueError)
 ├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
+├── HistoryAppendError            a run's turn could not be appended to its history (.appended)
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
     ├── RunTimeoutError           the run took longer than the agent's run_timeout (.seconds)
@@ -30,6 +31,7 @@ from glassagent._core.errors import (
     ConfigurationError,
     ContentBlockedError,
     GlassAgentError,
+    HistoryAppendError,
     HistoryConflictError,
     HistoryValidationError,
     MaxIterationsExceeded,
@@ -53,6 +55,7 @@ __all__ = [
     "ConfigurationError",
     "ContentBlockedError",
     "GlassAgentError",
+    "HistoryAppendError",
     "HistoryConflictError",
     "HistoryValidationError",
     "MaxIterationsExceeded",

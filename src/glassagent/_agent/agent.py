@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from glassagent._agent.config import RunConfig
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.client import BaseLLMClient
@@ -134,6 +135,9 @@ class Agent(Generic[DepsT]):
             append_to_history: Append the turn to `history` when the run ends: every message
                 of a finished run (``current_node`` moves to the answer), what an aborted run
                 kept (its partial answer marked ``aborted``), nothing when the run fails.
+                The append is a step after the run's end; when the history refuses a message,
+                awaiting the run (or iterating it past its last event) raises
+                `HistoryAppendError`.
             attachments: Files sent with the prompt (paths or `Attachment`s).
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings that override the agent's for this run.
@@ -149,9 +153,6 @@ class Agent(Generic[DepsT]):
         if append_to_history and history is None:
             raise UserError("`append_to_history=True` needs a `history` to append to.")
         conversation = history.to_messages() if history is not None else list(messages or ())
-        on_end = None
-        if history is not None and append_to_history:
-            on_end = _appender(history, history.current_node)
         conversation.append(
             Message(
                 role="user",
@@ -159,7 +160,7 @@ class Agent(Generic[DepsT]):
                 attachments=tuple(_attachment(a) for a in attachments),
             )
         )
-        return AgentRun(
+        config = RunConfig(
             client=self.client,
             tools=self._tools,
             definitions=self._definitions,
@@ -167,11 +168,12 @@ class Agent(Generic[DepsT]):
             settings=self.settings.merge(settings),
             max_iterations=self.max_iterations,
             tool_timeout=self.tool_timeout,
-            conversation=conversation,
-            deps=deps,
-            on_end=on_end,
             run_timeout=self.run_timeout,
+            deps=deps,
+            append_to=history if append_to_history else None,
+            append_below=history.current_node if history is not None else None,
         )
+        return AgentRun(config, conversation)
 
     def run_sync(
         self,
@@ -216,19 +218,6 @@ class Agent(Generic[DepsT]):
 
     def __repr__(self) -> str:
         return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
-
-
-def _appender(history: History, parent: str | None) -> Callable[[RunResult], None]:
-    """What a run does with `history` when it ends: append the turn below `parent`."""
-
-    def append(result: RunResult) -> None:
-        if result.stop_reason not in ("end_turn", "aborted"):
-            return  # a failed run leaves the history exactly as it was
-        node = parent
-        for message in result.new_messages:
-            node = history.append(message, parent=node)
-
-    return append
 
 
 async def _await(run: AgentRun) -> RunResult:

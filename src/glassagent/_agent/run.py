@@ -6,20 +6,15 @@ import asyncio
 import time
 import uuid
 import warnings
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Generator,
-    Mapping,
-)
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._agent import decide
+from glassagent._agent.config import append_turn
 from glassagent._agent.think import read_answer
 from glassagent._core.errors import (
+    HistoryAppendError,
     MaxIterationsExceeded,
     ProviderError,
     RunAborted,
@@ -46,10 +41,8 @@ from glassagent._core.events import (
 from glassagent._core.messages import (
     LLMResponse,
     Message,
-    ModelSettings,
     StopReason,
     ToolCall,
-    ToolDefinition,
     ToolProtocol,
     Usage,
 )
@@ -60,7 +53,7 @@ from glassagent._tools.execute import ToolInterrupted, execute_call
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from glassagent._core.client import BaseLLMClient
+    from glassagent._agent.config import RunConfig
     from glassagent._tools.tool import Tool
 
 ABORT_GRACE_SECONDS = 0.25
@@ -82,35 +75,12 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
     yourself.
     """
 
-    def __init__(
-        self,
-        *,
-        client: BaseLLMClient,
-        tools: Mapping[str, Tool],
-        definitions: tuple[ToolDefinition, ...],
-        system: str | None,
-        settings: ModelSettings,
-        max_iterations: int,
-        tool_timeout: float | None,
-        conversation: list[Message],
-        deps: Any,
-        on_end: Callable[[RunResult], None] | None = None,
-        run_timeout: float | None = None,
-    ) -> None:
+    def __init__(self, config: RunConfig, conversation: list[Message]) -> None:
         self.run_id: str = uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
-        self._client = client
-        self._tools = tools
-        self._definitions = definitions
-        self._system = system
-        self._settings = settings
-        self._max_iterations = max_iterations
-        self._tool_timeout = tool_timeout
+        self._config = config
         self._conversation = conversation
         self._prior = len(conversation) - 1  # everything before the new user message
-        self._deps = deps
-        self._on_end = on_end
-        self._run_timeout = run_timeout
         self._timed_out = False
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
@@ -249,6 +219,8 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             await self._stop("the consumer stopped iterating")
         if self._interrupt is not None:
             raise self._interrupt
+        if isinstance(self._error, HistoryAppendError):  # no event reports it
+            raise self._error
 
     async def _collect(self) -> RunResult:
         producer = self._producer
@@ -294,7 +266,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
             if self._timed_out:
-                limit = self._run_timeout or 0.0
+                limit = self._config.run_timeout or 0.0
                 message = f"The run took longer than its run_timeout of {limit:g} s."
                 self._end_failed(RunTimeoutError(message, seconds=limit))
             else:
@@ -318,21 +290,28 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
 
     def _start_timer(self) -> asyncio.TimerHandle | None:
         """End the run with `RunTimeoutError` once `run_timeout` has passed."""
-        if self._run_timeout is None:
+        if self._config.run_timeout is None:
             return None
 
         def time_out() -> None:
             if self._result is None and self._abort_reason is None:
                 self._timed_out = True
-                self.abort(f"the run_timeout of {self._run_timeout:g} s was reached")
+                self.abort(f"the run_timeout of {self._config.run_timeout:g} s was reached")
 
-        return asyncio.get_running_loop().call_later(self._run_timeout, time_out)
+        return asyncio.get_running_loop().call_later(self._config.run_timeout, time_out)
 
     def _announce_end(self) -> None:
+        """The step after the end: append the turn to the history, then end the stream.
+
+        A refused append becomes the run's error (`HistoryAppendError`); the consumer learns
+        of the end either way.
+        """
         try:
-            if self._on_end is not None and self._result is not None:
-                self._on_end(self._result)
-        finally:  # the consumer must learn of the end, whatever `on_end` did
+            if self._result is not None:
+                append_turn(self._config, self._result)
+        except HistoryAppendError as exc:
+            self._error = exc
+        finally:
             if self._queue is not None:
                 self._queue.put_nowait(_END)
 
@@ -367,8 +346,8 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
                 self._end(step.text, "end_turn")
                 return
             await self._act(step.calls)
-            if not decide.may_think_again(iteration, self._max_iterations):
-                limit = self._max_iterations
+            if not decide.may_think_again(iteration, self._config.max_iterations):
+                limit = self._config.max_iterations
                 raise MaxIterationsExceeded(
                     f"The run reached max_iterations={limit} without a final answer.",
                     max_iterations=limit,
@@ -380,11 +359,11 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         A client that cannot decide now (its server is down) is left to decide in the call,
         which retries and reports the failure as usual; the event then says ``auto``.
         """
-        client = self._client
-        if client.tool_protocol != "auto" or not self._definitions:
+        client = self._config.client
+        if client.tool_protocol != "auto" or not self._config.definitions:
             return client.tool_protocol
         try:
-            return await client.resolve_tool_protocol(self._settings)
+            return await client.resolve_tool_protocol(self._config.settings)
         except ProviderError:
             return client.tool_protocol
 
@@ -392,7 +371,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         """One model call, streamed: text and thinking chunks as they arrive."""
         self._iterations = iteration
         messages = tuple(self._conversation)
-        client = self._client
+        client = self._config.client
         protocol = await self._tool_protocol()
         self._emit(
             LLMRequestEvent,
@@ -400,9 +379,9 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             provider=client.provider_name,
             model=client.model,
             messages=messages,
-            tools=self._definitions,
-            system=self._system,
-            settings=self._settings,
+            tools=self._config.definitions,
+            system=self._config.system,
+            settings=self._config.settings,
             tool_protocol=protocol,
         )
         started = time.perf_counter()
@@ -413,7 +392,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._streaming = True
         response = await read_answer(
             client,
-            (messages, self._definitions, self._system, self._settings),
+            (messages, self._config.definitions, self._config.system, self._config.settings),
             emit=self._emit,
             text=text,
             thinking=thinking,
@@ -443,7 +422,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
 
     async def _act(self, calls: tuple[ToolCall, ...]) -> None:
         """Execute all calls of one answer concurrently; results go back in call order."""
-        tools = decide.resolve(calls, self._tools)
+        tools = decide.resolve(calls, self._config.tools)
         for call, tool in zip(calls, tools, strict=True):
             self._emit(
                 FunctionCallStartEvent,
@@ -465,7 +444,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         finally:
             self._contexts.clear()
         for call, task in zip(calls, tasks, strict=True):
-            self._conversation.append(self._client.format_tool_result(call, task.result()))
+            self._conversation.append(self._config.client.format_tool_result(call, task.result()))
         self._emit(SendingFunctionResponseEvent, count=len(calls))
 
     async def _observe_aborted(
@@ -495,10 +474,11 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
                 ui_info = tool.ui_info if tool is not None else None
                 result = decide.aborted_result(call, reason, duration, ui_info)
                 self._emit_complete(call, tool, result)
-                message = self._client.format_tool_result(call, result)
+                message = self._config.client.format_tool_result(call, result)
                 self._conversation.append(decide.mark_aborted(message))
             else:
-                self._conversation.append(self._client.format_tool_result(call, task.result()))
+                message = self._config.client.format_tool_result(call, task.result())
+                self._conversation.append(message)
 
     async def _call(self, call: ToolCall, tool: Tool | None) -> ToolResult:
         ctx: ToolContext[Any] | None = None
@@ -514,7 +494,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
                 call_id=call.id,
                 run_id=self.run_id,
                 tool_name=tool.name,
-                deps=self._deps,
+                deps=self._config.deps,
                 on_progress=progress,
                 ui_info=tool.ui_info,
             )
@@ -522,7 +502,11 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         started = time.perf_counter()
         try:
             result = await execute_call(
-                tool, call, ctx, available=self._tools.keys(), default_timeout=self._tool_timeout
+                tool,
+                call,
+                ctx,
+                available=self._config.tools.keys(),
+                default_timeout=self._config.tool_timeout,
             )
         except ToolInterrupted as interrupted:  # abort the run; its consumer gets it back
             result = interrupted.result

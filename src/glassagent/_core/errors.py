@@ -206,6 +206,22 @@ class RunAborted(RunError):
         self.reason = reason
 
 
+class HistoryAppendError(GlassAgentError):
+    """A run ended, but its turn could not be appended to the history (``append_to_history``).
+
+    The run itself ended as usual (its terminal event was sent); awaiting it, or iterating it
+    past its last event, raises this error instead of returning. ``result`` is the run's
+    result and ``__cause__`` what the history refused.
+
+    Attributes:
+        appended: Ids of the messages appended before the refusal; they stay in the history.
+    """
+
+    def __init__(self, message: str, *, appended: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.appended = appended
+
+
 @dataclass(frozen=True)
 class HistoryProblem:
     """One thing wrong with a history document, and where."""

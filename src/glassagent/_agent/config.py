@@ -1,0 +1,63 @@
+"""`RunConfig`: everything one run is configured with; `append_turn`: its step after the end."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.errors import HistoryAppendError
+
+if TYPE_CHECKING:
+    from glassagent._core.client import BaseLLMClient
+    from glassagent._core.messages import ModelSettings, ToolDefinition
+    from glassagent._core.result import RunResult
+    from glassagent._history.tree import History
+    from glassagent._tools.tool import Tool
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The configuration of one run, as `Agent.run` resolved it."""
+
+    client: BaseLLMClient
+    tools: Mapping[str, Tool]
+    definitions: tuple[ToolDefinition, ...]
+    system: str | None
+    settings: ModelSettings
+    max_iterations: int
+    tool_timeout: float | None = None
+    run_timeout: float | None = None
+    deps: Any = None
+    append_to: History | None = None
+    """The history the turn is appended to when the run ends (`None`: none)."""
+    append_below: str | None = None
+    """The node the run started from, which the turn is appended below."""
+
+
+def append_turn(config: RunConfig, result: RunResult) -> None:
+    """Append a finished or aborted run's new messages to ``config.append_to``.
+
+    A failed run leaves the history exactly as it was.
+
+    Raises:
+        HistoryAppendError: When the history refuses a message, with ``.result`` set and the
+            refusal as ``__cause__``; the messages appended before it stay.
+    """
+    history = config.append_to
+    if history is None or result.stop_reason not in ("end_turn", "aborted"):
+        return
+    node = config.append_below
+    appended: list[str] = []
+    try:
+        for message in result.new_messages:
+            node = history.append(message, parent=node)
+            appended.append(node)
+    except Exception as exc:
+        error = HistoryAppendError(
+            f"The run ended ({result.stop_reason}) but its turn could not be appended to the "
+            f"history: {type(exc).__name__}: {exc}",
+            appended=tuple(appended),
+        )
+        error.result = result
+        raise error from exc
