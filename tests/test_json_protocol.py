@@ -7,10 +7,12 @@ import httpx
 import pytest
 import respx
 
-from glassagent.llm import Message, OpenAICompatibleClient, ToolDefinition
+from glassagent import tool
+from glassagent.llm import Message, OllamaClient, OpenAICompatibleClient, ToolDefinition
 
 BASE = "http://127.0.0.1:8080/v1"
 ADD = ToolDefinition("add", "Add two integers.", {"type": "object", "properties": {}})
+HI = [Message(role="user", content="Hi")]
 CALL = {"name": "add", "input": {"a": 17, "b": 25}}
 PROTOCOL_CALL = json.dumps({"thought": "I will add.", "tool_call": CALL})
 
@@ -151,3 +153,21 @@ async def test_malformed_tool_calls_carry_an_error_for_the_model(text, problem) 
     assert call.input == {}
     assert call.arguments_error is not None
     assert problem in call.arguments_error
+
+
+@tool
+def lookup(meta: dict[str, object] | None = None) -> str:
+    """Look something up."""
+    return "ok"
+
+
+@respx.mock
+async def test_json_protocol_repair_keeps_python_words_inside_the_answer() -> None:
+    reply = "{'thought': 'checked', 'response': 'None of the files match. True story.'}"
+    respx.post("http://127.0.0.1:11434/api/chat").respond(
+        json={"message": {"role": "assistant", "content": reply}, "done": True}
+    )
+    client = OllamaClient("m", base_url="http://127.0.0.1:11434", tool_protocol="json")
+    response = await client.chat(HI, [lookup.definition])
+    assert response.text == "None of the files match. True story."
+    assert response.protocol_error is None

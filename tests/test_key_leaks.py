@@ -6,9 +6,10 @@ import json
 import traceback
 
 import pytest
+import respx
 
 from glassagent import Agent
-from glassagent.errors import GlassAgentError
+from glassagent.errors import ConfigurationError, GlassAgentError, ProviderUnavailableError
 from glassagent.llm import GeminiClient, Message, OpenAICompatibleClient, RetryPolicy
 from loopback_server import LoopbackServer, Reply, Request
 
@@ -16,6 +17,7 @@ HI = [Message(role="user", content="hi")]
 GEMINI_KEY = "AIzaSyD-echoed-key-0123456789abcdefghij"
 OPENAI_KEY = "sk-echoed-key-0123456789abcdefghijklmnop"
 NO_RETRY = RetryPolicy(max_retries=0)
+KEY = "sk-SECRET0123456789abcdefSECRET"
 
 
 def everything_about(error: BaseException) -> str:
@@ -132,3 +134,48 @@ async def test_a_key_echoed_in_an_unreadable_body_is_not_kept_as_context(streame
                 await call
     assert type(info.value).__name__ == "ResponseParseError"
     assert OPENAI_KEY not in everything_about(info.value)
+
+
+@respx.mock
+async def test_a_key_read_with_its_newline_is_cleaned() -> None:
+    route = respx.post("http://127.0.0.1:8080/v1/chat/completions").respond(
+        json={"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}
+    )
+    client = OpenAICompatibleClient("m", base_url="http://127.0.0.1:8080/v1", api_key=KEY + "\n")
+    await client.chat(HI)
+    assert route.calls[0].request.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda key: OpenAICompatibleClient("gpt-4o-mini", api_key=key),
+        lambda key: GeminiClient(api_key=key),
+    ],
+    ids=["openai", "gemini"],
+)
+def test_a_key_with_inner_white_space_is_refused_without_showing_it(make) -> None:
+    with pytest.raises(ConfigurationError, match="white space") as info:
+        make("sk-SECRET 0123456789abcdef")
+    assert "SECRET" not in str(info.value)
+
+
+@respx.mock
+async def test_openai_key_from_the_environment_goes_to_openai_only(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    route = respx.post("http://third-party.example/v1/chat/completions").respond(
+        json={"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}
+    )
+    await OpenAICompatibleClient("m", base_url="http://third-party.example/v1").chat(HI)
+    assert "authorization" not in route.calls[0].request.headers
+
+
+@respx.mock
+async def test_a_key_echoed_across_the_body_limit_is_still_masked() -> None:
+    body = "x" * 1980 + f" key: {KEY} " + "y" * 100
+    respx.post("http://127.0.0.1:8080/v1/chat/completions").respond(503, text=body)
+    client = OpenAICompatibleClient("m", base_url="http://127.0.0.1:8080/v1", api_key=KEY)
+    with pytest.raises(ProviderUnavailableError) as info:
+        await client.chat(HI)
+    assert KEY[:8] not in (info.value.body or "")
+    assert KEY[:8] not in str(info.value)

@@ -340,3 +340,51 @@ async def test_an_exception_that_cannot_be_printed_is_still_an_error_result() ->
     assert result.new_messages[2].content == (
         "Error: tool 'broken' raised Unprintable: <unprintable>"
     )
+
+
+async def test_a_sync_tool_raising_stop_iteration_is_an_error_result() -> None:
+    @tool
+    def first(items: list[int]) -> int:
+        """The first item."""
+        return next(iter(items))
+
+    run = Agent(answer_after(ToolCall("c1", "first", {"items": []})), [first]).run("go")
+    result = await asyncio.wait_for(run, 5)  # it used to hang forever
+    assert result.text == "done"
+    assert result.new_messages[2].is_error
+    assert "StopIteration" in result.new_messages[2].content
+
+
+async def test_a_tool_raising_cancelled_error_is_an_error_result() -> None:
+    @tool
+    async def waits() -> str:
+        """Awaits something that gets cancelled."""
+        raise asyncio.CancelledError
+
+    result = await Agent(answer_after(ToolCall("c1", "waits", {})), [waits]).run("go")
+    assert result.stop_reason == "end_turn"
+    assert result.new_messages[2].content == "Error: tool 'waits' was cancelled from within."
+    assert [e.type for e in result.events].count("function_execution_complete") == 1
+
+
+async def test_a_timed_out_sync_tool_reports_no_progress_after_its_call_ended() -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.05)
+    def slow(ctx: ToolContext) -> str:
+        """Keeps reporting after its timeout."""
+        for step in range(3):
+            ctx.progress_nowait(f"step {step}")
+            release.wait(0.05)
+        return "late"
+
+    client = ScriptedClient(
+        [LLMResponse("", [ToolCall("c1", "slow", {})]), "done"], chunk_delay=0.05
+    )
+    result = await Agent(client, [slow]).run("go")
+    await asyncio.sleep(0.2)  # let the worker thread finish its reports
+    types = [e.type for e in result.events]
+    complete = types.index("function_execution_complete")
+    assert "tool_progress" not in types[complete:]
+    assert types[-1] == "complete"
+    release.set()

@@ -62,3 +62,20 @@ def test_exports_accept_definitions_and_plain_functions() -> None:
     definition = ToolDefinition("noop", "Nothing.", {"type": "object", "properties": {}})
     names = [t["function"]["name"] for t in to_openai_tools([definition, lookup])]
     assert names == ["noop", "lookup"]
+
+
+@tool
+def meta_lookup(meta: dict[str, object] | None = None) -> str:
+    """Look something up."""
+    return "ok"
+
+
+def test_exported_definitions_are_copies() -> None:
+    for export in (to_openai_tools, to_anthropic_tools, to_gemini_tools):
+        exported = export([meta_lookup])
+        exported_schema = str(exported)
+        exported.clear()
+        assert str(export([meta_lookup])) == exported_schema
+    schema = to_openai_tools([meta_lookup])[0]["function"]["parameters"]
+    schema["properties"]["extra"] = {"type": "integer"}
+    assert "extra" not in meta_lookup.parameters["properties"]

@@ -250,3 +250,12 @@ def test_unresolvable_hints_are_user_errors() -> None:
 
     with pytest.raises(UserError, match="type hints"):
         tool(f)
+
+
+def test_default_values_keep_their_title_keys() -> None:
+    @tool
+    def tag(meta: dict[str, object] = {"title": "Untitled", "tags": []}) -> str:  # noqa: B006
+        """Tag a thing."""
+        return "ok"
+
+    assert tag.parameters["properties"]["meta"]["default"] == {"title": "Untitled", "tags": []}
