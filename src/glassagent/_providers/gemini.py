@@ -275,7 +275,7 @@ class GeminiClient(BaseLLMClient):
         try:
             sdk = await self._genai()
             response = await limits.wait(sdk.aio.models.generate_content(**request))
-            accumulator = wire.Accumulator()
+            accumulator = wire.Reader()
             parts = accumulator.add(response)
             final = accumulator.response(
                 raw_response=response, raw_request=exchange.body(), streamed=False
@@ -296,7 +296,7 @@ class GeminiClient(BaseLLMClient):
         """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
         exchange = _Exchange(limits)
         chunks: Any = None
-        accumulator = wire.Accumulator()
+        accumulator = wire.Reader()
         raw: list[Any] = []
         failure: GlassAgentError | None = None
         try:
