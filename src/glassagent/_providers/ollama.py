@@ -26,7 +26,7 @@ from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers import ollama_wire as wire
 from glassagent._providers.attachments import AttachmentGate
-from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OLLAMA_BASE_URL, resolve
 from glassagent._providers.http import mask_key
 from glassagent._providers.transport import HTTPTransport, error_message
@@ -228,18 +228,7 @@ class OllamaClient(BaseLLMClient):
             reader.body(raw)
             yield self._response(reader, body, raw, json_mode)
 
-        return await final_response(self._retrying(attempt, settings, streamed=False))
-
-    def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
-    ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(
-            attempt,
-            settings=settings,
-            policy=self.retry,
-            provider=self.provider_name,
-            streamed=streamed,
-        )
+        return await final_response(retrying(self, attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -272,7 +261,7 @@ class OllamaClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._stream_once(request, limits)
 
-        async with aclosing(self._retrying(attempt, settings)) as parts:
+        async with aclosing(retrying(self, attempt, settings)) as parts:
             async for part in parts:
                 yield part
 

@@ -23,7 +23,7 @@ from glassagent._providers import json_protocol, shapes
 from glassagent._providers import openai_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import parse_arguments
-from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OPENAI_API_BASE, resolve
 from glassagent._providers.http import mask_key
 from glassagent._providers.openai_wire import wire_messages, wire_tools
@@ -191,18 +191,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             reader.body(raw)
             yield self._finish(reader, body, raw, json_mode)
 
-        return await final_response(self._retrying(attempt, settings, streamed=False))
-
-    def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
-    ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(
-            attempt,
-            settings=settings,
-            policy=self.retry,
-            provider=self.provider_name,
-            streamed=streamed,
-        )
+        return await final_response(retrying(self, attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -237,7 +226,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._stream_once(body, json_mode, limits)
 
-        async with aclosing(self._retrying(attempt, settings)) as parts:
+        async with aclosing(retrying(self, attempt, settings)) as parts:
             async for part in parts:
                 yield part
 
