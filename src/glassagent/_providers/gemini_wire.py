@@ -22,7 +22,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import GeminiOptions, add_unset, options_for
+from glassagent._core.options import GeminiOptions, add_portable, add_unset, options_for
 from glassagent._providers.builder import GENERATED_ID, ResponseBuilder
 from glassagent._providers.shapes import check_blocked, parse_error, token_count
 
@@ -168,12 +168,7 @@ def to_config(
         config["tools"] = [{"function_declarations": declarations}]
         config["automatic_function_calling"] = {"disable": True}
     if settings is not None:
-        if settings.temperature is not None:
-            config["temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            config["max_output_tokens"] = settings.max_tokens
-        if settings.stop_sequences:
-            config["stop_sequences"] = list(settings.stop_sequences)
+        add_portable(config, settings, max_tokens="max_output_tokens", stop="stop_sequences")
         if settings.thinking_budget is not None:
             config["thinking_config"] = {
                 "thinking_budget": settings.thinking_budget,

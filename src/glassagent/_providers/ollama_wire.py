@@ -20,7 +20,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import OllamaOptions, add_unset, options_for
+from glassagent._core.options import OllamaOptions, add_portable, add_unset, options_for
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.openai_wire import wire_tools
@@ -112,12 +112,7 @@ def request_body(
 def _add_settings(body: dict[str, Any], settings: ModelSettings) -> None:
     """Put `settings` into `body`: the portable ones, then `OllamaOptions` as given."""
     options: dict[str, Any] = {}
-    if settings.temperature is not None:
-        options["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        options["num_predict"] = settings.max_tokens
-    if settings.stop_sequences:
-        options["stop"] = list(settings.stop_sequences)
+    add_portable(options, settings, max_tokens="num_predict", stop="stop")
     if settings.thinking_budget is not None:
         # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
         body["think"] = settings.thinking_budget != 0

@@ -22,7 +22,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import OpenAIOptions, add_unset, options_for
+from glassagent._core.options import OpenAIOptions, add_portable, add_unset, options_for
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
@@ -262,12 +262,7 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) 
             "takes no reasoning budget in tokens. Use OpenAIOptions(reasoning_effort=...) "
             "or your server's own field in OpenAIOptions(extra_body=...)."
         )
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
-    if settings.stop_sequences:
-        body["stop"] = list(settings.stop_sequences)
+    add_portable(body, settings, max_tokens="max_tokens", stop="stop")
     options = options_for(settings.provider_options, OpenAIOptions, provider)
     if options is None:
         return
