@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from glassagent._core.errors import ConfigurationError, UserError
+
+if TYPE_CHECKING:
+    from glassagent._core.messages import ModelSettings
 
 _MAPPINGS = ("options", "extra_body", "extra_config")
 """Mapping fields that `merge` combines key by key instead of replacing."""
@@ -204,6 +207,25 @@ def options_for(options: Any, expected: type[_Options], provider: str) -> _Optio
         f"{provider} cannot honour ModelSettings.provider_options={type(options).__name__}(...): "
         f"that client takes {expected.__name__}."
     )
+
+
+def add_portable(
+    target: dict[str, Any], settings: ModelSettings, *, max_tokens: str | None, stop: str
+) -> None:
+    """Put the portable `ModelSettings` fields that are set into `target`, by the wire's names.
+
+    Args:
+        target: The body, config or options object to fill.
+        settings: The `ModelSettings`.
+        max_tokens: The wire's name for the token limit (`None`: the caller sets it).
+        stop: The wire's name for the stop sequences.
+    """
+    if settings.temperature is not None:
+        target["temperature"] = settings.temperature
+    if max_tokens is not None and settings.max_tokens is not None:
+        target[max_tokens] = settings.max_tokens
+    if settings.stop_sequences:
+        target[stop] = list(settings.stop_sequences)
 
 
 def add_unset(target: dict[str, Any], extra: Mapping[str, Any], where: str, provider: str) -> None:

@@ -20,7 +20,7 @@ from glassagent._core.retry import RetryPolicy
 from glassagent._providers import anthropic_wire as wire
 from glassagent._providers import shapes
 from glassagent._providers.attachments import AttachmentGate
-from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import ANTHROPIC_API_BASE, resolve
 from glassagent._providers.http import mask_key
 from glassagent._providers.sse import sse_events
@@ -111,17 +111,6 @@ class AnthropicClient(BaseLLMClient):
         """Close the HTTP client this instance created (a supplied one stays open)."""
         await self._transport.aclose()
 
-    def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
-    ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(
-            attempt,
-            settings=settings,
-            policy=self.retry,
-            provider=wire.PROVIDER,
-            streamed=streamed,
-        )
-
     def _finish(self, reader: wire.Reader, body: dict[str, Any], raw: Any) -> LLMResponse:
         response = reader.builder.build(
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
@@ -156,7 +145,7 @@ class AnthropicClient(BaseLLMClient):
             reader.message(raw)
             yield self._finish(reader, body, raw)
 
-        return await final_response(self._retrying(attempt, settings, streamed=False))
+        return await final_response(retrying(self, attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -192,7 +181,7 @@ class AnthropicClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._stream_once(body, limits)
 
-        async with aclosing(self._retrying(attempt, settings)) as parts:
+        async with aclosing(retrying(self, attempt, settings)) as parts:
             async for part in parts:
                 yield part
 

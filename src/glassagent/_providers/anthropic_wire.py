@@ -28,6 +28,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
+from glassagent._core.options import add_portable
 from glassagent._providers import shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
@@ -210,10 +211,7 @@ def request_body(
         body["tools"] = wire_tools(tools)
     if budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.stop_sequences:
-        body["stop_sequences"] = list(settings.stop_sequences)
+    add_portable(body, settings, max_tokens=None, stop="stop_sequences")
     if stream:
         body["stream"] = True
     return body

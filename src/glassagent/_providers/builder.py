@@ -39,6 +39,29 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """A `ToolCall` from wire arguments (an object, JSON text, or null for none).
+
+    Arguments that are not a JSON object (invalid JSON, an array, a number...) set the call's
+    `arguments_error`, so the agent tells the model instead of running the tool.
+    """
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, name, arguments)
+    if arguments is not None and not isinstance(arguments, str):
+        problem = f"the arguments must be a JSON object, got {shapes.snippet(arguments)}"
+        return ToolCall(call_id, name, {}, arguments_error=problem)
+    text = arguments or ""
+    try:
+        value = shapes.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        problem = f"the arguments are not valid JSON ({exc}): {text[:500]!r}"
+        return ToolCall(call_id, name, {}, arguments_error=problem)
+    if not isinstance(value, dict):
+        problem = f"the arguments must be a JSON object, got {text[:500]!r}"
+        return ToolCall(call_id, name, {}, arguments_error=problem)
+    return ToolCall(call_id, name, value)
+
+
 @dataclass
 class _CallSlot:
     """The fragments of one tool call collected so far."""
@@ -46,7 +69,7 @@ class _CallSlot:
     id: str = ""
     name: str = ""
     fragments: list[str] = field(default_factory=list)
-    arguments: dict[str, Any] | None = None
+    arguments: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,7 +120,7 @@ class ResponseBuilder:
         index: int | None = None,
         call_id: str | None = None,
         name: str | None = None,
-        arguments: str | dict[str, Any] | None = None,
+        arguments: Any = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Add a tool call, or the next fragment of one.
@@ -106,7 +129,8 @@ class ResponseBuilder:
             index: The call's position as the wire numbers it, when it does.
             call_id: The call's id, when this fragment carries it.
             name: The tool's name, when this fragment carries it.
-            arguments: A piece of the arguments' JSON text, or the whole arguments object.
+            arguments: A piece of the arguments' JSON text, or the whole arguments object (any
+                other value is kept as sent, and the call gets an `arguments_error`).
             metadata: Provider data for the call's `ToolCall.provider_metadata`.
         """
         slot = self._slot(index, call_id or None)
@@ -114,7 +138,7 @@ class ResponseBuilder:
             slot.id = call_id
             self._by_id[call_id] = slot
         slot.name = slot.name or (name or "")
-        if isinstance(arguments, dict):
+        if arguments is not None and not isinstance(arguments, str):
             slot.arguments = arguments
         elif arguments:
             slot.fragments.append(arguments)
@@ -147,6 +171,11 @@ class ResponseBuilder:
             self.raw_stop_reason = raw_stop_reason
 
     @property
+    def thinking_text(self) -> str:
+        """The reasoning text collected so far."""
+        return "".join(self._thinking)
+
+    @property
     def finished(self) -> bool:
         """Whether the provider has sent a finish reason."""
         return self.raw_stop_reason is not None
@@ -163,8 +192,6 @@ class ResponseBuilder:
         Raises:
             ResponseParseError: For a call that never got a name.
         """
-        from glassagent._providers.openai_compat import parse_arguments
-
         calls = []
         for slot in self._calls:
             if not slot.name:

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from glassagent._core.errors import ProviderError, ProviderTimeoutError, ResponseParseError
 from glassagent._core.messages import LLMResponse, ModelSettings, RetryNotice, StreamPart
@@ -264,6 +264,33 @@ async def with_retries(
         yield notice
         await asyncio.sleep(delay)
         limits = limits.again()
+
+
+class _Retrying(Protocol):
+    """A client with a retry policy and a provider name."""
+
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+
+    @property
+    def provider_name(self) -> str: ...
+
+
+def retrying(
+    client: _Retrying,
+    attempt: Attempt,
+    settings: ModelSettings | None,
+    *,
+    streamed: bool = True,
+) -> AsyncGenerator[StreamPart, None]:
+    """`with_retries` by `client`'s retry policy, named by its provider."""
+    return with_retries(
+        attempt,
+        settings=settings,
+        policy=client.retry,
+        provider=client.provider_name,
+        streamed=streamed,
+    )
 
 
 async def final_response(parts: AsyncGenerator[StreamPart, None]) -> LLMResponse:

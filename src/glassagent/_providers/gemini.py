@@ -34,10 +34,9 @@ from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import (
     IDENTITY,
-    Attempt,
     CallLimits,
     final_response,
-    with_retries,
+    retrying,
 )
 from glassagent._providers.config import resolve
 from glassagent._providers.http import (
@@ -232,7 +231,7 @@ class GeminiClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._chat_once(request, limits)
 
-        return await final_response(self._retrying(attempt, settings, streamed=False))
+        return await final_response(retrying(self, attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -250,20 +249,9 @@ class GeminiClient(BaseLLMClient):
                 return self._chat_once(request, limits, deltas=True)
             return self._stream_once(request, limits)
 
-        async with aclosing(self._retrying(attempt, settings, streamed=self.streaming)) as parts:
+        async with aclosing(retrying(self, attempt, settings, streamed=self.streaming)) as parts:
             async for part in parts:
                 yield part
-
-    def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
-    ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(
-            attempt,
-            settings=settings,
-            policy=self.retry,
-            provider="gemini",
-            streamed=streamed,
-        )
 
     async def _chat_once(
         self, request: dict[str, Any], limits: CallLimits, *, deltas: bool = False
@@ -275,7 +263,7 @@ class GeminiClient(BaseLLMClient):
         try:
             sdk = await self._genai()
             response = await limits.wait(sdk.aio.models.generate_content(**request))
-            accumulator = wire.Accumulator()
+            accumulator = wire.Reader()
             parts = accumulator.add(response)
             final = accumulator.response(
                 raw_response=response, raw_request=exchange.body(), streamed=False
@@ -296,7 +284,7 @@ class GeminiClient(BaseLLMClient):
         """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
         exchange = _Exchange(limits)
         chunks: Any = None
-        accumulator = wire.Accumulator()
+        accumulator = wire.Reader()
         raw: list[Any] = []
         failure: GlassAgentError | None = None
         try:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from glassagent._core.errors import ContentBlockedError, ProviderError, ResponseParseError
@@ -20,20 +18,17 @@ from glassagent._core.messages import (
     ModelSettings,
     StopReason,
     StreamPart,
-    TextDelta,
-    ThinkingDelta,
     ToolCall,
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import GeminiOptions, add_unset, options_for
+from glassagent._core.options import GeminiOptions, add_portable, add_unset, options_for
+from glassagent._providers.builder import GENERATED_ID, ResponseBuilder
 from glassagent._providers.shapes import check_blocked, parse_error, token_count
 
 PROVIDER = "gemini"
 SIGNATURE = "thought_signature"
 """`provider_metadata` key of a part's thought signature (standard base64 text)."""
-GENERATED_ID = "generated_id"
-"""`provider_metadata` key set on calls whose id glassagent generated (Gemini sent none)."""
 
 _FILTERED = (
     "SAFETY",
@@ -173,12 +168,7 @@ def to_config(
         config["tools"] = [{"function_declarations": declarations}]
         config["automatic_function_calling"] = {"disable": True}
     if settings is not None:
-        if settings.temperature is not None:
-            config["temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            config["max_output_tokens"] = settings.max_tokens
-        if settings.stop_sequences:
-            config["stop_sequences"] = list(settings.stop_sequences)
+        add_portable(config, settings, max_tokens="max_output_tokens", stop="stop_sequences")
         if settings.thinking_budget is not None:
             config["thinking_config"] = {
                 "thinking_budget": settings.thinking_budget,
@@ -226,17 +216,12 @@ def _encode(signature: Any) -> str | None:
     return base64.b64encode(signature).decode("ascii")
 
 
-@dataclass
-class Accumulator:
-    """Folds Gemini response chunks (one, or many when streamed) into one `LLMResponse`."""
+class Reader:
+    """Reads Gemini response chunks (one, or many when streamed) into a `ResponseBuilder`."""
 
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
-    text_signature: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str | None = None
-    model: str | None = None
+    def __init__(self) -> None:
+        self.builder = ResponseBuilder(PROVIDER)
+        self._calls = 0
 
     def add(self, chunk: Any) -> list[StreamPart]:
         """Take one response chunk; return the text and thinking deltas it carried."""
@@ -246,10 +231,10 @@ class Accumulator:
             raise ContentBlockedError(
                 f"Gemini blocked the prompt (reason: {block}).", reason=block, provider=PROVIDER
             )
-        self.model = getattr(chunk, "model_version", None) or self.model
+        self.builder.set_model(getattr(chunk, "model_version", None))
         metadata = getattr(chunk, "usage_metadata", None)
         if metadata is not None:
-            self.usage = Usage(
+            self.builder.usage = Usage(
                 token_count(metadata.prompt_token_count),
                 token_count(metadata.candidates_token_count),
                 token_count(metadata.thoughts_token_count),
@@ -258,7 +243,7 @@ class Accumulator:
         if not candidates:
             return []
         candidate = candidates[0]
-        self.finish_reason = _name(candidate.finish_reason) or self.finish_reason
+        self.builder.finish(_name(candidate.finish_reason))
         parts = getattr(candidate.content, "parts", None) or []
         return [delta for part in parts if (delta := self._part(part))]
 
@@ -266,30 +251,31 @@ class Accumulator:
         signature = _encode(getattr(part, "thought_signature", None))
         call = getattr(part, "function_call", None)
         if call is not None:
-            metadata: dict[str, Any] = {SIGNATURE: signature} if signature else {}
-            call_id = call.id
-            if not call_id:
-                call_id = f"call_{uuid.uuid4().hex[:16]}"
-                metadata[GENERATED_ID] = True
             if not call.name:
                 raise parse_error(PROVIDER, "a function call without a name")
-            self.calls.append(ToolCall(call_id, call.name, dict(call.args or {}), metadata))
+            self.builder.tool_call(
+                index=self._calls,
+                call_id=call.id or None,
+                name=call.name,
+                arguments=dict(call.args or {}),
+                metadata={SIGNATURE: signature} if signature else None,
+            )
+            self._calls += 1
             return None
         text = getattr(part, "text", None)
         if getattr(part, "thought", False):
-            if text:
-                self.thinking.append(text)
-                return ThinkingDelta(text)
-            return None
-        if signature and self.text_signature is None:
-            self.text_signature = signature
-        if text:
-            self.text.append(text)
-            return TextDelta(text)
-        return None
+            return self.builder.thinking(text or "")
+        if signature:
+            self.builder.metadata.setdefault(SIGNATURE, signature)
+        return self.builder.text(text or "")
 
-    def _stop_reason(self) -> StopReason:
-        reason = self.finish_reason
+    def _check_finish(self, streamed: bool) -> None:
+        reason = self.builder.raw_stop_reason
+        if reason is None and streamed:
+            raise ResponseParseError(
+                "The Gemini stream ended before the answer was finished (no finish reason).",
+                provider=PROVIDER,
+            )
         if reason in MALFORMED:
             raise ResponseParseError(
                 f"Gemini could not produce a valid answer (finish reason: {reason}).",
@@ -302,30 +288,15 @@ class Accumulator:
                 "and tool call's provider_metadata when storing or editing a history.",
                 provider=PROVIDER,
             )
-        if reason is None:  # a complete body without one (a stream without one is refused)
-            return "end_turn"
-        return STOP_REASONS.get(reason, "other")
 
     def response(self, *, raw_response: Any, raw_request: Any, streamed: bool) -> LLMResponse:
         """The complete answer; raises for withheld, malformed or cut-off answers.
 
-        A finish reason is read by `STOP_REASONS` and kept as `LLMResponse.raw_stop_reason`.
+        A finish reason is read by `STOP_REASONS` and kept as `LLMResponse.raw_stop_reason`;
+        a complete body without one reads ``end_turn`` (a stream without one is refused).
         """
-        if self.finish_reason is None and streamed:
-            raise ResponseParseError(
-                "The Gemini stream ended before the answer was finished (no finish reason).",
-                provider=PROVIDER,
-            )
-        response = LLMResponse(
-            text="".join(self.text),
-            tool_calls=tuple(self.calls),
-            stop_reason=self._stop_reason(),
-            raw_stop_reason=self.finish_reason,
-            thinking="".join(self.thinking) or None,
-            usage=self.usage,
-            model=self.model,
-            provider_metadata={SIGNATURE: self.text_signature} if self.text_signature else {},
-            raw_response=raw_response,
-            raw_request=raw_request,
+        self._check_finish(streamed)
+        response = self.builder.build(
+            stop_reasons=STOP_REASONS, raw_response=raw_response, raw_request=raw_request
         )
         return check_blocked(response, PROVIDER, "Gemini")

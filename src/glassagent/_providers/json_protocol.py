@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +30,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._providers import shapes
+from glassagent._providers.builder import new_call_id
 
 _INSTRUCTIONS = """\
 You can use tools. Reply with exactly one JSON object and nothing else: no prose, no code fence.
@@ -162,23 +162,19 @@ def _extract(text: str) -> Any:
     raise ValueError("the reply contains no JSON object")
 
 
-def _new_id() -> str:
-    return f"call_{uuid.uuid4().hex[:12]}"
-
-
 def _tool_call(raw: Any) -> ToolCall:
     """One protocol ``tool_call`` object as a `ToolCall` (a malformed one carries an error)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         problem = f"a tool_call needs a string 'name' and an 'input' object, got {raw!r}"
-        return ToolCall(_new_id(), "", {}, arguments_error=problem)
+        return ToolCall(new_call_id(), "", {}, arguments_error=problem)
     args: Any = next((raw[k] for k in ("input", "arguments", "parameters") if k in raw), {})
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
             args = shapes.loads(args) if args.strip() else {}
     if not isinstance(args, dict):
         problem = f"'input' must be a JSON object, got {args!r}"
-        return ToolCall(_new_id(), raw["name"], {}, arguments_error=problem)
-    return ToolCall(_new_id(), raw["name"], args)
+        return ToolCall(new_call_id(), raw["name"], {}, arguments_error=problem)
+    return ToolCall(new_call_id(), raw["name"], args)
 
 
 def _read_object(obj: dict[str, Any]) -> tuple[str | None, list[ToolCall], str | None]:

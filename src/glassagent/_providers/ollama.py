@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -14,30 +12,23 @@ from glassagent._core.errors import (
     ConfigurationError,
     ProviderError,
     ResponseParseError,
-    UserError,
 )
 from glassagent._core.messages import (
-    Attachment,
     LLMResponse,
     Message,
     ModelSettings,
-    StopReason,
     StreamPart,
     TextDelta,
-    ThinkingDelta,
-    ToolCall,
     ToolDefinition,
     ToolProtocol,
-    Usage,
 )
-from glassagent._core.options import OllamaOptions, add_unset, options_for
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import json_protocol, shapes
+from glassagent._providers import ollama_wire as wire
 from glassagent._providers.attachments import AttachmentGate
-from glassagent._providers.call import Attempt, CallLimits, final_response, with_retries
+from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OLLAMA_BASE_URL, resolve
 from glassagent._providers.http import mask_key
-from glassagent._providers.openai_compat import parse_arguments, wire_tools
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
@@ -48,86 +39,12 @@ DEFAULT_MODEL = "llama3.1:8b"
 
 _NO_SETTINGS = ModelSettings()
 _Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", "ModelSettings | None"]
-_PROVIDER = "ollama"
 _CHAT = "/api/chat"
 _SHOW = "/api/show"
-_DURATIONS = {
-    "total_duration": "total_ms",
-    "load_duration": "load_ms",
-    "prompt_eval_duration": "prompt_eval_ms",
-    "eval_duration": "eval_ms",
-}
 _START_HINT = (
     "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
     "or set OLLAMA_API_BASE to its address."
 )
-
-
-def _by_url(attachment: Attachment) -> bool:
-    """Ollama takes no attachment by URL: images go as base64, text inline."""
-    return False
-
-
-def _text_attachment(attachment: Attachment) -> str | None:
-    mime = attachment.mime_type or ""
-    if mime.startswith("text/") or mime == "application/json":
-        content = attachment.read_bytes().decode("utf-8", "replace")
-        return f"[{attachment.name or 'attachment'}]\n{content}"
-    return None
-
-
-def _wire_message(message: Message) -> dict[str, Any]:
-    """One neutral message in Ollama's chat shape."""
-    if message.role == "tool":
-        return {"role": "tool", "content": message.content, "tool_name": message.name or ""}
-    wire: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        wire["tool_calls"] = [
-            {"function": {"name": call.name, "arguments": call.input}}
-            for call in message.tool_calls
-        ]
-    texts: list[str] = []
-    for attachment in message.attachments:
-        if (mime := attachment.mime_type or "").startswith("image/"):
-            data = base64.b64encode(attachment.read_bytes()).decode("ascii")
-            wire.setdefault("images", []).append(data)
-        elif (text := _text_attachment(attachment)) is not None:
-            texts.append(text)
-        else:
-            raise UserError(f"Ollama accepts image and text attachments only, not {mime!r}.")
-    if texts:
-        wire["content"] = "\n\n".join([message.content, *texts]).strip()
-    return wire
-
-
-_STOP_REASONS: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
-"""``done_reason`` values and their neutral reading; any other (``load``, ``unload``, ...) is
-``other``; none at all (older servers) is ``end_turn``."""
-
-
-def _tool_call(raw: dict[str, Any]) -> ToolCall:
-    where = "a tool call"
-    function = shapes.call_function(raw, _PROVIDER)
-    call_id = shapes.text_field(raw, "id", _PROVIDER, where) or f"call_{uuid.uuid4().hex[:12]}"
-    name = shapes.text_field(function, "name", _PROVIDER, "a tool call function")
-    if not name:
-        raise shapes.parse_error(_PROVIDER, "a tool call without a name", raw)
-    return parse_arguments(call_id, name, function.get("arguments"))
-
-
-def _read_message(message: dict[str, Any]) -> tuple[str, str, list[ToolCall]]:
-    """The text, thinking and tool calls of a ``message`` (wrong types raise)."""
-    where = "a message"
-    content = shapes.text_field(message, "content", _PROVIDER, where)
-    thinking = shapes.text_field(message, "thinking", _PROVIDER, where)
-    calls = shapes.object_list(message, "tool_calls", _PROVIDER, where)
-    return content, thinking, [_tool_call(raw) for raw in calls]
-
-
-def _timings(chunk: dict[str, Any]) -> dict[str, float]:
-    """Ollama's nanosecond durations, in milliseconds (malformed ones are left out)."""
-    durations = {name: shapes.duration(chunk.get(key), 1e-6) for key, name in _DURATIONS.items()}
-    return {name: value for name, value in durations.items() if value is not None}
 
 
 class OllamaClient(BaseLLMClient):
@@ -180,7 +97,7 @@ class OllamaClient(BaseLLMClient):
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
-        self._attachments = AttachmentGate(attachment_policy, self.provider_name, _by_url)
+        self._attachments = AttachmentGate(attachment_policy, self.provider_name, wire.takes_by_url)
         config = resolve(self._environment, api_key=api_key, base_url=base_url)
         self._secret = config.api_key or None
         self._transport = HTTPTransport(
@@ -267,89 +184,25 @@ class OllamaClient(BaseLLMClient):
         """The request body, and whether the JSON tool protocol is used for it."""
         messages = await self._attachments.prepare(messages)
         json_mode = bool(tools) and await self._resolve(limits) == "json"
-        if self._configured == "json" or json_mode:
-            messages = json_protocol.encode_history(messages)
-        if json_mode:
-            system = json_protocol.system_prompt(system, tools)
-        wire = [{"role": "system", "content": system}] if system else []
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": wire + [_wire_message(m) for m in messages],
-            "stream": stream,
-        }
-        if tools and not json_mode:
-            body["tools"] = wire_tools(tools)
-        if json_mode:
-            body["format"] = "json"
-        if settings is not None:
-            self._add_settings(body, settings)
+        body = wire.request_body(
+            self.model,
+            messages,
+            tools,
+            system,
+            settings,
+            stream=stream,
+            json_mode=json_mode,
+            encode_history=self._configured == "json",
+        )
         return body, json_mode
 
-    def _add_settings(self, body: dict[str, Any], settings: ModelSettings) -> None:
-        """Put `settings` into `body`: the portable ones, then `OllamaOptions` as given."""
-        options: dict[str, Any] = {}
-        if settings.temperature is not None:
-            options["temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            options["num_predict"] = settings.max_tokens
-        if settings.stop_sequences:
-            options["stop"] = list(settings.stop_sequences)
-        if settings.thinking_budget is not None:
-            # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
-            body["think"] = settings.thinking_budget != 0
-        extra = options_for(settings.provider_options, OllamaOptions, self.provider_name)
-        if extra is not None:
-            add_unset(options, extra.options or {}, "OllamaOptions.options", self.provider_name)
-            if extra.keep_alive is not None:
-                body["keep_alive"] = extra.keep_alive
-            if extra.think is not None:
-                body["think"] = extra.think
-        if options:
-            body["options"] = options
-
     def _response(
-        self,
-        parts: tuple[list[str], list[str], list[ToolCall]],
-        last: dict[str, Any],
-        body: dict[str, Any],
-        raw: Any,
-        json_mode: bool,
+        self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool
     ) -> LLMResponse:
-        text, thinking, calls = parts
-        done_reason = shapes.text_field(last, "done_reason", self.provider_name, "a final chunk")
-        response = LLMResponse(
-            text="".join(text),
-            tool_calls=tuple(calls),
-            stop_reason=_STOP_REASONS.get(done_reason, "other") if done_reason else "end_turn",
-            raw_stop_reason=done_reason or None,
-            thinking="".join(thinking) or None,
-            usage=Usage(
-                shapes.token_count(last.get("prompt_eval_count")),
-                shapes.token_count(last.get("eval_count")),
-            ),
-            model=shapes.optional_text(last.get("model")) or self.model,
-            raw_response=raw,
-            raw_request=body,
-            timings=_timings(last),
+        response = reader.builder.build(
+            stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
         return json_protocol.read_response(response) if json_mode else response
-
-    def _check(self, chunk: Any, what: str) -> dict[str, Any]:
-        if not isinstance(chunk, dict):
-            raise ResponseParseError(
-                f"Ollama answered with {what} that is not a JSON object: "
-                f"{shapes.snippet(chunk, 200)}",
-                provider=self.provider_name,
-            )
-        if "error" in chunk:
-            error = chunk["error"]
-            message = error if isinstance(error, str) else shapes.snippet(error)
-            raise ProviderError(
-                f"Ollama reported an error: {message[:2000]}",
-                body=shapes.snippet(chunk, 2000),
-                provider=self.provider_name,
-            )
-        return chunk
 
     async def chat(
         self,
@@ -370,23 +223,12 @@ class OllamaClient(BaseLLMClient):
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             body, json_mode = await self._body(messages, tools, system, settings, False, limits)
-            raw = self._check(await self._transport.post_json(_CHAT, body, limits), "a body")
-            message = shapes.object_field(raw, "message", self.provider_name, "a body")
-            content, thinking, calls = _read_message(message)
-            yield self._response(([content], [thinking], calls), raw, body, raw, json_mode)
+            raw = wire.check(await self._transport.post_json(_CHAT, body, limits), "a body")
+            reader = wire.Reader()
+            reader.body(raw)
+            yield self._response(reader, body, raw, json_mode)
 
-        return await final_response(self._retrying(attempt, settings, streamed=False))
-
-    def _retrying(
-        self, attempt: Attempt, settings: ModelSettings | None, *, streamed: bool = True
-    ) -> AsyncGenerator[StreamPart, None]:
-        return with_retries(
-            attempt,
-            settings=settings,
-            policy=self.retry,
-            provider=self.provider_name,
-            streamed=streamed,
-        )
+        return await final_response(retrying(self, attempt, settings, streamed=False))
 
     async def stream(
         self,
@@ -419,7 +261,7 @@ class OllamaClient(BaseLLMClient):
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             return self._stream_once(request, limits)
 
-        async with aclosing(self._retrying(attempt, settings)) as parts:
+        async with aclosing(retrying(self, attempt, settings)) as parts:
             async for part in parts:
                 yield part
 
@@ -428,55 +270,33 @@ class OllamaClient(BaseLLMClient):
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the NDJSON body to its end, yielding parts as they come."""
         body, json_mode = await self._body(*request, True, limits)
-        parts: tuple[list[str], list[str], list[ToolCall]] = ([], [], [])
+        reader = wire.Reader()
         chunks: list[Any] = []
-        last: dict[str, Any] | None = None
         async with self._transport.stream(_CHAT, body, limits) as response:
             async for line in self._transport.lines(response, _CHAT):
-                if last is not None or not line.strip():  # after `done`: read to the end,
+                if reader.done or not line.strip():  # after `done`: read to the end,
                     continue  # so the connection goes back to the pool
                 try:
-                    chunk = self._check(shapes.loads(line), "a stream line")
+                    chunk = wire.check(shapes.loads(line), "a stream line")
                 except ValueError:
                     raise ResponseParseError(
                         f"Ollama sent a malformed stream line: {line[:200]!r}",
                         provider=self.provider_name,
                     ) from None
                 chunks.append(chunk)
-                for delta in self._fold(chunk, parts, json_mode):
-                    yield delta
-                if chunk.get("done"):
-                    last = chunk
-        if last is None:
+                for delta in reader.line(chunk):
+                    if not (json_mode and isinstance(delta, TextDelta)):
+                        yield delta
+        if not reader.done:
             raise ResponseParseError(
                 "Ollama's stream ended before the answer was complete (no 'done' line).",
                 provider=self.provider_name,
             )
-        final = self._response(parts, last, body, chunks, json_mode)
+        final = self._response(reader, body, chunks, json_mode)
         if json_mode:
-            for delta in json_protocol.final_deltas(final, "".join(parts[1])):
+            for delta in json_protocol.final_deltas(final, reader.builder.thinking_text):
                 yield delta
         yield final
-
-    @staticmethod
-    def _fold(
-        chunk: dict[str, Any],
-        parts: tuple[list[str], list[str], list[ToolCall]],
-        json_mode: bool,
-    ) -> list[StreamPart]:
-        """Add one stream line to `parts`; return the deltas to yield."""
-        message = shapes.object_field(chunk, "message", _PROVIDER, "a stream line")
-        content, thinking, calls = _read_message(message)
-        deltas: list[StreamPart] = []
-        if thinking:
-            parts[1].append(thinking)
-            deltas.append(ThinkingDelta(thinking))
-        if content:
-            parts[0].append(content)
-            if not json_mode:
-                deltas.append(TextDelta(content))
-        parts[2].extend(calls)
-        return deltas
 
 
 class LlamaClient(OllamaClient):

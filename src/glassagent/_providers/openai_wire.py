@@ -1,0 +1,304 @@
+"""Pure translation between neutral types and the chat-completions wire (OpenAI and kin).
+
+No I/O: request bodies are built from neutral messages, tools and settings, and bodies or
+stream chunks are read into a `ResponseBuilder`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from glassagent._core.errors import ConfigurationError, ProviderError
+from glassagent._core.messages import (
+    Attachment,
+    Message,
+    ModelSettings,
+    StopReason,
+    StreamPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from glassagent._core.options import OpenAIOptions, add_portable, add_unset, options_for
+from glassagent._providers import json_protocol, shapes
+from glassagent._providers.builder import ResponseBuilder
+from glassagent._providers.http import redact
+
+PATH = "/chat/completions"
+STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "eos": "end_turn",  # TGI and some llama.cpp builds
+    "eos_token": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "model_length": "max_tokens",  # Mistral: the context window is full
+    "content_filter": "content_filter",
+}
+"""Finish reasons and their neutral reading; any other is ``other``, a missing one ``end_turn``."""
+_LLAMA_TIMINGS = ("prompt_ms", "predicted_ms")
+_TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
+START_HINT = (
+    "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
+    "base_url='http://127.0.0.1:8080/v1') or set OPENAI_API_BASE to its address."
+)
+
+
+# ---- request ---------------------------------------------------------------------------
+
+
+def takes_by_url(attachment: Attachment) -> bool:
+    """Whether the wire takes a remote attachment by URL: images only (``image_url``)."""
+    return (attachment.mime_type or "").startswith("image/")
+
+
+def _attachment_part(attachment: Attachment) -> dict[str, Any]:
+    """An attachment as a content part: images as URLs, text inline, others as files."""
+    mime = attachment.mime_type or "application/octet-stream"
+    if attachment.url is not None and takes_by_url(attachment):
+        return {"type": "image_url", "image_url": {"url": attachment.url}}
+    data = attachment.read_bytes()
+    if mime.startswith("text/") or mime in _TEXT_MIME_TYPES:
+        text = data.decode("utf-8", "replace")
+        return {"type": "text", "text": f"[{attachment.name or 'attachment'}]\n{text}"}
+    url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": attachment.name or "file", "file_data": url}}
+
+
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    arguments = json.dumps(call.input)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """One neutral message in the chat-completions shape."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant":
+        wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            wire["content"] = message.content or None
+            wire["tool_calls"] = [_wire_tool_call(call) for call in message.tool_calls]
+        return wire
+    if message.attachments:
+        parts = [{"type": "text", "text": message.content}] if message.content else []
+        parts += [_attachment_part(a) for a in message.attachments]
+        return {"role": message.role, "content": parts}
+    return {"role": message.role, "content": message.content}
+
+
+def wire_messages(messages: Sequence[Message], system: str | None) -> list[dict[str, Any]]:
+    """The ``messages`` array: the system prompt first, then the conversation."""
+    wire = [{"role": "system", "content": system}] if system else []
+    return wire + [_wire_message(m) for m in messages]
+
+
+def wire_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """Tool definitions in the chat-completions ``tools`` shape."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+# ---- response --------------------------------------------------------------------------
+
+
+def _usage(raw: Any) -> Usage:
+    """The token counts of a ``usage`` object; malformed counts count as 0."""
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("completion_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    output = shapes.token_count(raw.get("completion_tokens"))
+    reasoning = min(shapes.token_count(details.get("reasoning_tokens")), output)
+    return Usage(shapes.token_count(raw.get("prompt_tokens")), output - reasoning, reasoning)
+
+
+def _timings(raw: Any) -> dict[str, float]:
+    """The durations in llama-server's ``timings`` object (``prompt_ms``, ``predicted_ms``)."""
+    if not isinstance(raw, dict):
+        return {}
+    durations = {k: shapes.duration(raw.get(k)) for k in _LLAMA_TIMINGS}
+    return {k: v for k, v in durations.items() if v is not None}
+
+
+class Reader:
+    """Reads a complete body or stream chunks into a `ResponseBuilder`.
+
+    Every value is checked where it enters: a wrong type raises `ResponseParseError`.
+
+    Args:
+        provider: The provider's name, for errors.
+        secret: The API key, kept out of errors.
+    """
+
+    def __init__(self, provider: str, secret: str | None = None) -> None:
+        self.provider = provider
+        self.secret = secret
+        self.builder = ResponseBuilder(provider)
+
+    def body(self, raw: Any) -> None:
+        """Read a complete body (the answer of a request without ``stream``)."""
+        choices = raw.get("choices") if isinstance(raw, dict) else None
+        if not isinstance(choices, list) or not choices:
+            detail = "a body without choices"
+            raise shapes.parse_error(self.provider, detail, raw, secret=self.secret)
+        self.meta(raw)
+        self.choice(choices[0], "message")
+
+    def chunk(self, chunk: dict[str, Any]) -> list[StreamPart]:
+        """Read one stream chunk; return the thinking and text it carried."""
+        self.meta(chunk)
+        choices = chunk.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            detail = "a stream chunk whose 'choices' is not an array"
+            raise shapes.parse_error(self.provider, detail, chunk, secret=self.secret)
+        parts: list[StreamPart] = []
+        for choice in choices or []:
+            parts += self.choice(choice, "delta")
+        return parts
+
+    def meta(self, chunk: dict[str, Any]) -> None:
+        """Take model, usage and timings from a body or chunk (malformed ones are ignored)."""
+        self.builder.set_model(shapes.optional_text(chunk.get("model")))
+        host = chunk.get("x_groq")  # Groq streams usage in its own field
+        usage = chunk.get("usage") or (host.get("usage") if isinstance(host, dict) else None)
+        if usage:
+            self.builder.usage = _usage(usage)
+        if chunk.get("timings"):
+            self.builder.timings = _timings(chunk["timings"])
+
+    def choice(self, choice: Any, key: str) -> list[StreamPart]:
+        """Fold in a choice's ``message`` or ``delta`` (`key`) and its finish reason."""
+        if not isinstance(choice, dict):
+            detail = f"a choice that is {shapes.kind(choice)}, not an object"
+            raise shapes.parse_error(self.provider, detail, choice)
+        finish = shapes.text_field(choice, "finish_reason", self.provider, "a choice")
+        self.builder.finish(finish)
+        return self._delta(shapes.object_field(choice, key, self.provider, "a choice"))
+
+    def _delta(self, delta: dict[str, Any]) -> list[StreamPart]:
+        """Fold one message or streamed delta in; return the thinking and text it carried."""
+        where = "a message"
+        reasoning = shapes.text_field(delta, "reasoning_content", self.provider, where)
+        reasoning = reasoning or shapes.text_field(delta, "reasoning", self.provider, where)
+        content = shapes.text_field(delta, "content", self.provider, where)
+        content = content or shapes.text_field(delta, "refusal", self.provider, where)
+        parts = [self.builder.thinking(reasoning), self.builder.text(content)]
+        calls = shapes.object_list(delta, "tool_calls", self.provider, where)
+        for position, raw in enumerate(calls):
+            self._call(position, raw)
+        return [part for part in parts if part is not None]
+
+    def _call(self, position: int, raw: dict[str, Any]) -> None:
+        """Add a tool call, or the next fragment of one (fragments share an ``index``)."""
+        where = "a tool call"
+        index = raw.get("index", position)
+        if isinstance(index, bool) or not isinstance(index, int):
+            detail = f"{where} whose 'index' is {shapes.kind(index)}, not an integer"
+            raise shapes.parse_error(self.provider, detail, raw)
+        function = shapes.call_function(raw, self.provider)
+        call_id = shapes.text_field(raw, "id", self.provider, where)
+        name = shapes.text_field(function, "name", self.provider, "a tool call function")
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            try:  # an object (some servers send one); parse_arguments flags any other value
+                arguments = shapes.dumps(arguments)
+            except ValueError:
+                detail = f"{where} whose arguments nest too deeply"
+                raise shapes.parse_error(self.provider, detail) from None
+        self.builder.tool_call(index=index, call_id=call_id, name=name, arguments=arguments)
+
+
+def request_body(
+    model: str,
+    provider: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    system: str | None,
+    settings: ModelSettings | None,
+    *,
+    json_tools: bool,
+    stream: bool,
+) -> dict[str, Any]:
+    """The request body; with `json_tools`, tools go by the JSON tool protocol."""
+    body: dict[str, Any] = {"model": model}
+    if json_tools:
+        if tools:
+            system = json_protocol.system_prompt(system, tools)
+            body["response_format"] = {"type": "json_object"}
+        body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
+    else:
+        body["messages"] = wire_messages(messages, system)
+        if tools:
+            body["tools"] = wire_tools(tools)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if settings is not None:
+        _add_settings(body, settings, provider)
+    return body
+
+
+def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) -> None:
+    """Put `settings` into `body`, refusing what this API cannot honour."""
+    if settings.thinking_budget is not None:
+        raise ConfigurationError(
+            f"{provider} cannot honour ModelSettings.thinking_budget: the OpenAI Chat API "
+            "takes no reasoning budget in tokens. Use OpenAIOptions(reasoning_effort=...) "
+            "or your server's own field in OpenAIOptions(extra_body=...)."
+        )
+    add_portable(body, settings, max_tokens="max_tokens", stop="stop")
+    options = options_for(settings.provider_options, OpenAIOptions, provider)
+    if options is None:
+        return
+    fields = {
+        "top_p": options.top_p,
+        "seed": options.seed,
+        "presence_penalty": options.presence_penalty,
+        "frequency_penalty": options.frequency_penalty,
+        "reasoning_effort": options.reasoning_effort,
+        "response_format": options.response_format,
+    }
+    given = {k: v for k, v in fields.items() if v is not None}
+    add_unset(body, given, "OpenAIOptions", provider)
+    add_unset(body, options.extra_body or {}, "OpenAIOptions.extra_body", provider)
+
+
+def decode_chunk(data: str, provider: str, secret: str | None) -> dict[str, Any]:
+    """One SSE ``data`` field as a JSON object."""
+    ok, chunk = shapes.parse_json(data)
+    if not ok:
+        detail = f"a malformed stream chunk {data[:200]!r}"
+        raise shapes.parse_error(provider, detail, None, secret=secret)
+    if not isinstance(chunk, dict):
+        detail = f"a stream chunk that is not an object {data[:200]!r}"
+        raise shapes.parse_error(provider, detail, None, secret=secret)
+    return chunk
+
+
+def stream_error(chunk: dict[str, Any], provider: str, secret: str | None) -> ProviderError:
+    """The error a server reported mid-stream, without the key."""
+    error = chunk.get("error")
+    message = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(message, str):
+        message = shapes.optional_text(chunk.get("message")) or "no details"
+    return ProviderError(
+        redact(f"{provider} reported an error mid-stream: {message[:500]}", secret),
+        body=redact(shapes.snippet(chunk), secret),
+        provider=provider,
+    )
