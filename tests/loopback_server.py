@@ -74,6 +74,18 @@ def openai_reply(text: str) -> Callable[[Request], Reply]:
     return handle
 
 
+async def read_request(reader: Any) -> bytes:
+    """Read one HTTP/1.1 request with a Content-Length body from an asyncio stream."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    body: bytes = await reader.readexactly(length)
+    return body
+
+
 class LoopbackServer:
     """The server; `requests` lists what arrived, `connections` how many were opened."""
 

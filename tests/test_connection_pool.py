@@ -3,6 +3,7 @@
 import asyncio
 
 from glassagent.llm import Message, OpenAICompatibleClient
+from loopback_server import read_request
 
 ANSWER = b'{"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}'
 AT_ONCE = 40  # above httpx's default of 20 kept-alive connections
@@ -18,13 +19,7 @@ async def gathering_server(at_once: int):
         connections.append(writer)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 go = asyncio.Event()
                 waiting.append(go)
                 if len(waiting) == at_once:

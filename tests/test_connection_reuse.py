@@ -12,6 +12,7 @@ from glassagent.llm import (
     OpenAICompatibleClient,
     RetryPolicy,
 )
+from loopback_server import read_request
 
 OPENAI_SSE = (
     b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": null}]}\n\n'
@@ -35,13 +36,7 @@ async def keep_alive_server(body: bytes, content_type: str):
         connections.append(writer)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode()
                     + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
@@ -90,13 +85,7 @@ async def dropping_server(answer_per_connection: int):
         connections.append(writer)
         try:
             for served in range(answer_per_connection + 1):
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 if served == answer_per_connection:
                     break  # drop the kept-alive connection without an answer
                 writer.write(
