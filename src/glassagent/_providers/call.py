@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -67,13 +67,7 @@ class CallLimits:
 
     def again(self) -> CallLimits:
         """The limits of the next attempt: the same deadline, a fresh byte count."""
-        return CallLimits(
-            provider=self.provider,
-            deadline=self.deadline,
-            timeout=self.timeout,
-            stall=self.stall,
-            max_bytes=self.max_bytes,
-        )
+        return replace(self, received=0)
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (`None`: no deadline)."""

@@ -299,7 +299,9 @@ class GeminiClient(BaseLLMClient):
                 _EXCHANGE.reset(token)
             for delta in accumulator.add(raw[0]) if raw else ():
                 yield delta
-            while (chunk := await limits.wait(_next(chunks))) is not None:
+            # the guarded body bounds each later read (see `_on_response`); only the first
+            # read above also waits for the request to be sent and answered
+            while (chunk := await _next(chunks)) is not None:
                 raw.append(chunk)
                 for delta in accumulator.add(chunk):
                     yield delta

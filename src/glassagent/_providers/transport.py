@@ -63,7 +63,8 @@ class HTTPTransport:
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
-        self._headers = headers
+        # every request asks for an uncompressed answer: the size limit counts it all
+        self._headers = {"Accept-Encoding": IDENTITY, **headers}
         self._borrowed = http_client
         self._pools: PerLoop[httpx.AsyncClient] = PerLoop(new_http_client, close_http_client)
         self._secret = secret
@@ -122,8 +123,7 @@ class HTTPTransport:
         """
         client = await self._client()
         url = self.base_url + path
-        headers = {"Accept-Encoding": IDENTITY, **self._headers}  # the limit counts it all
-        request = client.build_request("POST", url, json=body, headers=headers)
+        request = client.build_request("POST", url, json=body, headers=self._headers)
         failure: ProviderError | None = None
         try:
             response = await limits.wait(self._send(client, request))
