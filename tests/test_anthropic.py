@@ -245,11 +245,8 @@ async def test_cache_tokens_count_as_input_and_are_kept_apart(client) -> None:
     )
     respx.post(URL).mock(return_value=httpx.Response(200, json=body))
     response = await client.chat(HI)
-    assert response.usage == Usage(2112, 6)
-    assert response.provider_metadata["anthropic_cache"] == {
-        "cache_creation_input_tokens": 100,
-        "cache_read_input_tokens": 2000,
-    }
+    assert response.usage == Usage(2112, 6, cache_read_tokens=2000, cache_write_tokens=100)
+    assert not response.provider_metadata
 
 
 @pytest.mark.parametrize(
@@ -449,8 +446,7 @@ async def test_stream_cache_usage_from_message_start(client) -> None:
     events[0] = message_start(3, cache_read_input_tokens=500)
     respx.post(URL).mock(return_value=sse(*events))
     final = (await collect(client, HI))[-1]
-    assert final.usage == Usage(503, 15)
-    assert final.provider_metadata["anthropic_cache"] == {"cache_read_input_tokens": 500}
+    assert final.usage == Usage(503, 15, cache_read_tokens=500)
 
 
 @respx.mock

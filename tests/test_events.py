@@ -132,6 +132,8 @@ def test_standard_dict_shapes() -> None:
         "input_tokens": 1,
         "output_tokens": 2,
         "thinking_tokens": 3,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
     }
     request = SAMPLES[10].to_dict()
     assert request["messages"][0]["attachments"][0]["data"] == "iVBORwD/"  # base64

@@ -119,3 +119,14 @@ def test_base_client_needs_chat() -> None:
 
     with pytest.raises(TypeError):
         Incomplete()  # type: ignore[abstract]
+
+
+def test_usage_adds_cache_counts_and_shows_them_only_when_reported() -> None:
+    plain = Usage(10, 2, 1)
+    assert repr(plain) == "Usage(input_tokens=10, output_tokens=2, thinking_tokens=1)"
+    cached = Usage(100, 5, cache_read_tokens=80, cache_write_tokens=20)
+    total = plain + cached
+    assert (total.cache_read_tokens, total.cache_write_tokens) == (80, 20)
+    assert total.total_tokens == 118
+    assert "cache_read_tokens=80" in repr(total)
+    assert "cache_write_tokens=20" in repr(total)

@@ -354,12 +354,16 @@ async def test_a_tool_name_that_is_a_list_fails_the_run_with_a_typed_error() -> 
         (ToolCall("c1", "add", [1]), "whose input is a list, not a dict"),  # type: ignore[arg-type]
         (ToolCall(None, "add", {}), "whose id is a NoneType"),  # type: ignore[arg-type]
         ("add", "a tool call that is a str, not a ToolCall"),
+        (ToolCall("c1", "", {}), "a tool call without a name \\(id 'c1'\\)"),
+        (ToolCall("c1", "  ", {}), "a tool call without a name"),
+        ((ToolCall("c1", "add", {}), ToolCall("c1", "add", {})), "two tool calls with the same id"),
     ],
 )
 async def test_custom_client_tool_calls_are_checked_before_the_agent_acts(
     call: Any, match: str
 ) -> None:
-    client = FunctionClient(lambda *_: LLMResponse(tool_calls=(call,)))
+    calls = call if isinstance(call, tuple) else (call,)
+    client = FunctionClient(lambda *_: LLMResponse(tool_calls=calls))
     with pytest.raises(ResponseParseError, match=match) as info:
         await Agent(client, tools=[add]).run("What is 2 + 3?")
     assert info.value.provider == "function"

@@ -163,3 +163,29 @@ def test_a_key_with_inner_white_space_names_the_variable_not_the_key(monkeypatch
     with pytest.raises(ConfigurationError, match="LLAMA_API_KEY") as info:
         create_llm_client("llama")
     assert "broken" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:11434"),
+        ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("https://ollama.test", "https://ollama.test:11434"),
+        ("http://ollama.test:9000/", "http://ollama.test:9000"),
+        ("[::1]", "http://[::1]:11434"),
+        ("[::1]:9000", "http://[::1]:9000"),
+    ],
+)
+def test_ollama_host_is_read_as_the_ollama_command_reads_it(monkeypatch, value, expected) -> None:
+    for name in ("OLLAMA_API_BASE", "OLLAMA_BASE_URL", "LLAMA_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", value)
+    assert OllamaClient().base_url == expected
+    assert LlamaClient().base_url == expected
+    assert create_llm_client("ollama", model="m").base_url == expected  # type: ignore[attr-defined]
+
+
+def test_the_standard_base_variables_win_over_ollama_host(monkeypatch) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:1")
+    monkeypatch.setenv("OLLAMA_BASE_URL", "http://127.0.0.1:2")
+    assert OllamaClient().base_url == "http://127.0.0.1:2"

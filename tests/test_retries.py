@@ -20,6 +20,7 @@ from glassagent.errors import (
 from glassagent.events import LLMRetryEvent, parse_event
 from glassagent.llm import (
     GeminiClient,
+    LlamaClient,
     Message,
     ModelSettings,
     OllamaClient,
@@ -198,6 +199,21 @@ async def test_ollama_retries_too() -> None:
             parts = await collect(client, settings=ModelSettings(retry=FAST))
     assert parts[-1].text == "hi"
     assert len(server.requests) == 2
+
+
+async def test_llama_client_takes_a_retry_policy_too() -> None:
+    body = json.dumps({"message": {"content": "hi"}, "done": True}).encode()
+    with LoopbackServer(scripted(error(503), Reply.body(body))) as server:
+        async with LlamaClient("m", base_url=server.url, retry=FAST) as client:
+            parts = await collect(client)
+    assert parts[-1].text == "hi"
+    assert len(server.requests) == 2
+    with LoopbackServer(scripted(error(503), Reply.body(body))) as server:
+        none = RetryPolicy(max_retries=0)
+        async with LlamaClient("m", base_url=server.url, retry=none) as client:
+            with pytest.raises(ProviderUnavailableError):
+                await collect(client)
+    assert len(server.requests) == 1
 
 
 GEMINI_OK = {

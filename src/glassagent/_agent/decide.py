@@ -52,6 +52,12 @@ def malformed_call(response: LLMResponse) -> str | None:
                 kind, wanted = type(value).__name__, expected.__name__
                 shown = reprlib.repr(value)  # short, however large or deep the value
                 return f"a tool call whose {name} is a {kind}, not a {wanted}: {shown}"
+        if not call.name.strip():
+            return f"a tool call without a name (id {reprlib.repr(call.id)})"
+    ids = [call.id for call in response.tool_calls]
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        return f"two tool calls with the same id {reprlib.repr(twice)}"
     return None
 
 

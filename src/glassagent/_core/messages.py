@@ -193,7 +193,7 @@ class ToolDefinition:
     """JSON Schema of the tool's arguments (an ``object`` schema)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Usage:
     """Token counts of one or more model calls; add them with ``+``."""
 
@@ -203,6 +203,27 @@ class Usage:
     """Tokens in the answer (text and tool calls)."""
     thinking_tokens: int = 0
     """Tokens spent on reasoning."""
+    cache_read_tokens: int = 0
+    """Of `input_tokens`, those the provider read from its prompt cache (billed cheaper)."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, those the provider wrote into its prompt cache (Anthropic bills
+    them dearer)."""
+
+    def __repr__(self) -> str:
+        fields = [
+            f"input_tokens={self.input_tokens}",
+            f"output_tokens={self.output_tokens}",
+            f"thinking_tokens={self.thinking_tokens}",
+        ]
+        fields += [  # the cache counts only when a provider reported some
+            f"{name}={value}"
+            for name, value in (
+                ("cache_read_tokens", self.cache_read_tokens),
+                ("cache_write_tokens", self.cache_write_tokens),
+            )
+            if value
+        ]
+        return f"Usage({', '.join(fields)})"
 
     @property
     def total_tokens(self) -> int:
@@ -216,6 +237,8 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.thinking_tokens + other.thinking_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -42,9 +42,6 @@ thinking budget is added to it when thinking is on."""
 THINKING_BLOCKS = "anthropic_thinking"
 """`LLMResponse.provider_metadata` key of the answer's ``thinking`` and ``redacted_thinking``
 blocks, exactly as sent (signatures included); they go back with the assistant message."""
-CACHE_USAGE = "anthropic_cache"
-"""`LLMResponse.provider_metadata` key of the prompt-cache token counts
-(``cache_creation_input_tokens``, ``cache_read_input_tokens``)."""
 _CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -223,7 +220,12 @@ def request_body(
 def _usage(counts: dict[str, int]) -> Usage:
     """Neutral usage: prompt tokens include the cached ones; thinking is in the output."""
     prompt = counts.get("input_tokens", 0) + sum(counts.get(k, 0) for k in _CACHE_FIELDS)
-    return Usage(prompt, counts.get("output_tokens", 0))
+    return Usage(
+        prompt,
+        counts.get("output_tokens", 0),
+        cache_read_tokens=counts.get("cache_read_input_tokens", 0),
+        cache_write_tokens=counts.get("cache_creation_input_tokens", 0),
+    )
 
 
 class Reader:
@@ -269,9 +271,6 @@ class Reader:
             if raw.get(key) is not None:
                 self._counts[key] = shapes.token_count(raw.get(key))
         self.builder.usage = _usage(self._counts)
-        cache = {k: self._counts[k] for k in _CACHE_FIELDS if k in self._counts}
-        if cache:
-            self.builder.metadata[CACHE_USAGE] = cache
 
     def _start(self, index: int, block: Any) -> list[StreamPart]:
         """A content block, whole or as it starts a stream; return the parts it carried."""

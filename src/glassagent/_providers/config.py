@@ -2,7 +2,8 @@
 
 The names follow the provider rules: ``[PROVIDER]_API_KEY`` for the key and
 ``[PROVIDER]_API_BASE`` for the address, plus ``OPENAI_ORG_ID`` and ``OPENAI_API_VERSION``
-where the wire has them. Older spellings (``OPENAI_BASE_URL``, ``OLLAMA_BASE_URL``) are read
+where the wire has them. Older spellings (``OPENAI_BASE_URL``, ``OLLAMA_BASE_URL``) and
+Ollama's own ``OLLAMA_HOST`` (``host[:port]``, as the ``ollama`` command reads it) are read
 after the standard ones. Constructors and `create_llm_client` both call `resolve`; nothing
 else in glassagent reads these variables.
 """
@@ -48,12 +49,12 @@ ENVIRONMENT: dict[str, ProviderEnvironment] = {
     ),
     "llama": ProviderEnvironment(
         key=("LLAMA_API_KEY", "OLLAMA_API_KEY"),
-        base=("LLAMA_API_BASE", "OLLAMA_API_BASE", "OLLAMA_BASE_URL"),
+        base=("LLAMA_API_BASE", "OLLAMA_API_BASE", "OLLAMA_BASE_URL", "OLLAMA_HOST"),
         default_base=OLLAMA_BASE_URL,
     ),
     "ollama": ProviderEnvironment(
         key=("OLLAMA_API_KEY",),
-        base=("OLLAMA_API_BASE", "OLLAMA_BASE_URL"),
+        base=("OLLAMA_API_BASE", "OLLAMA_BASE_URL", "OLLAMA_HOST"),
         default_base=OLLAMA_BASE_URL,
     ),
     "openai": ProviderEnvironment(
@@ -97,6 +98,17 @@ def _read(names: tuple[str, ...]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _ollama_host(value: str) -> str:
+    """``OLLAMA_HOST`` as Ollama's own tools read it: scheme and port may be left out."""
+    if "://" not in value:
+        value = f"http://{value}"
+    scheme, _, rest = value.partition("://")
+    host = rest.split("/", 1)[0]
+    if not host.rsplit("]", 1)[-1].count(":"):
+        value = f"{scheme}://{host}:11434{rest[len(host) :]}"
+    return value
+
+
 def _same_address(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and a.rstrip("/") == b.rstrip("/")
 
@@ -120,7 +132,11 @@ def resolve(
         raise ConfigurationError(f"No environment table for provider {provider!r}.")
     base = base_url.strip() if base_url else None
     if not base:
-        base = (_read(env.base)[0] or "").strip() or env.default_base
+        value, name = _read(env.base)
+        base = (value or "").strip()
+        if base and name == "OLLAMA_HOST":
+            base = _ollama_host(base)
+        base = base or env.default_base
         from_code = False
     else:
         from_code = not _same_address(base, env.default_base)

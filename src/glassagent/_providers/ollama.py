@@ -313,6 +313,7 @@ class LlamaClient(OllamaClient):
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
+        retry: How failed calls are retried, as for `OllamaClient`.
     """
 
     provider_name = "ollama"
@@ -326,6 +327,7 @@ class LlamaClient(OllamaClient):
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -334,4 +336,5 @@ class LlamaClient(OllamaClient):
             http_client=http_client,
             tool_protocol="json",
             attachment_policy=attachment_policy,
+            retry=retry,
         )
