@@ -91,6 +91,26 @@ SAMPLES: list[ev.BaseEvent] = [
         status=429,
         **COMMON,
     ),
+    ev.ContextSelectionEvent(
+        scores=(
+            ev.ContextScore("tasks", 90, 80, "selected", duration_ms=0.5),
+            ev.ContextScore("docs", 90, 20, "over_cap"),
+            ev.ContextScore("news", 10, 50, "below_threshold"),
+            ev.ContextScore("crm", 0, 50, "relevance_failed", "ValueError: boom"),
+        ),
+        min_relevance=50,
+        max_tools=1,
+        **COMMON,
+    ),
+    ev.ContextToolCompleteEvent(
+        tool_name="tasks",
+        score=90,
+        output="- write the report",
+        is_error=False,
+        error=None,
+        duration_ms=3.5,
+        **COMMON,
+    ),
 ]
 
 

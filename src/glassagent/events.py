@@ -6,6 +6,7 @@ Every event is a frozen dataclass with a ``type`` tag, a ``run_id`` and a gap-fr
 A run with one tool round emits, in order:
 
 ```text
+(context_selection -> context_tool_complete*)    only for an agent with context tools
 llm_request -> llm_retry* -> thinking_chunk* -> text_chunk* -> llm_response
   -> function_call_start (one per call) -> function_execution_start
   -> tool_progress* / function_execution_complete (one per call, as each finishes)
@@ -20,6 +21,9 @@ from glassagent._core.events import (
     AbortedEvent,
     BaseEvent,
     CompleteEvent,
+    ContextScore,
+    ContextSelectionEvent,
+    ContextToolCompleteEvent,
     ErrorEvent,
     Event,
     FunctionCallStartEvent,
@@ -41,6 +45,9 @@ __all__ = [
     "AbortedEvent",
     "BaseEvent",
     "CompleteEvent",
+    "ContextScore",
+    "ContextSelectionEvent",
+    "ContextToolCompleteEvent",
     "ErrorEvent",
     "Event",
     "FunctionCallStartEvent",

@@ -2,18 +2,36 @@
 
 Decorate a function with `tool` (or pass it to `Agent` as is). Add a parameter annotated
 `ToolContext` to report progress, read ``deps`` or watch for an abort.
+
+Context tools (`context_tool`, `ContextTool`) are run by the agent itself before the model is
+asked, when they are relevant enough to the user's message; `ContextSettings` says how many run
+and where their output goes.
 """
 
 from glassagent._core.result import ToolResult
 from glassagent._public import publish
 from glassagent._tools.context import ToolContext
+from glassagent._tools.context_tools import (
+    ContextPlacement,
+    ContextSettings,
+    ContextTool,
+    Relevance,
+    TurnInfo,
+    context_tool,
+)
 from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
 from glassagent._tools.tool import Tool, tool
 
 __all__ = [
+    "ContextPlacement",
+    "ContextSettings",
+    "ContextTool",
+    "Relevance",
     "Tool",
     "ToolContext",
     "ToolResult",
+    "TurnInfo",
+    "context_tool",
     "to_anthropic_tools",
     "to_gemini_tools",
     "to_openai_tools",

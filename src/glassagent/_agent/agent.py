@@ -14,6 +14,7 @@ from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
 from glassagent._core.result import RunResult
 from glassagent._tools.context import DepsT
+from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ class Agent(Generic[DepsT]):
     """
 
     __slots__ = (
+        "_context_tools",
         "_definitions",
         "_tools",
         "client",
+        "context_settings",
         "max_iterations",
         "run_timeout",
         "settings",
@@ -56,19 +59,22 @@ class Agent(Generic[DepsT]):
     def __init__(
         self,
         client: BaseLLMClient,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ContextTool | Callable[..., Any]] = (),
         *,
         system: str | None = None,
         max_iterations: int = 10,
         settings: ModelSettings | None = None,
         tool_timeout: float | None = None,
         run_timeout: float | None = None,
+        context_tools: Iterable[ContextTool] = (),
+        context_settings: ContextSettings | None = None,
     ) -> None:
         """Create an agent.
 
         Args:
             client: The model backend.
-            tools: Tools, or plain functions (wrapped with `tool` automatically).
+            tools: Tools, or plain functions (wrapped with `tool` automatically); a
+                `ContextTool` here is offered to the model as a tool of its own.
             system: System instructions sent with every model call.
             max_iterations: Most model calls a run may make before it fails.
             settings: Default generation settings; a run's settings override them.
@@ -76,6 +82,11 @@ class Agent(Generic[DepsT]):
             run_timeout: Seconds a whole run may take; past it the run ends with
                 `RunTimeoutError`, keeping what it produced (`None`: no limit). Limits of one
                 model call are `ModelSettings.timeout` and ``stall_timeout``.
+            context_tools: Tools the agent itself runs before the first model call of each
+                run, chosen by their relevance to the user's message; their merged output
+                goes with every request of the run (see `ContextTool`).
+            context_settings: How context tools are selected and where their output goes
+                (`None`: `ContextSettings()`).
 
         Raises:
             UserError: On a non-client, duplicate tool names or a bad limit.
@@ -107,11 +118,19 @@ class Agent(Generic[DepsT]):
         """Seconds a whole run may take (`None`: no limit)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
+        self._context_tools = _context_tools(context_tools)
+        self.context_settings: ContextSettings | None = context_settings
+        """How context tools are selected and placed (`None`: the defaults)."""
 
     @property
     def tools(self) -> tuple[Tool, ...]:
         """The agent's tools."""
         return tuple(self._tools.values())
+
+    @property
+    def context_tools(self) -> tuple[ContextTool, ...]:
+        """The tools the agent runs before each run's first model call."""
+        return self._context_tools
 
     def run(
         self,
@@ -172,6 +191,8 @@ class Agent(Generic[DepsT]):
             deps=deps,
             append_to=history if append_to_history else None,
             append_below=history.current_node if history is not None else None,
+            context_tools=self._context_tools,
+            context_settings=self.context_settings,
         )
         return AgentRun(config, conversation)
 
@@ -218,6 +239,14 @@ class Agent(Generic[DepsT]):
 
     def __repr__(self) -> str:
         return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
+
+
+def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:
+    checked = tuple(check_context_tool(item) for item in items)
+    names = [item.name for item in checked]
+    if twice := next((n for n in names if names.count(n) > 1), None):
+        raise UserError(f"Two context tools are named {twice!r}; their names must be unique.")
+    return checked
 
 
 async def _await(run: AgentRun) -> RunResult:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
     from glassagent._history.tree import History
+    from glassagent._tools.context_tools import ContextSettings, ContextTool
     from glassagent._tools.tool import Tool
 
 
@@ -33,6 +34,10 @@ class RunConfig:
     """The history the turn is appended to when the run ends (`None`: none)."""
     append_below: str | None = None
     """The node the run started from, which the turn is appended below."""
+    context_tools: tuple[ContextTool, ...] = ()
+    """Tools run before the first model call to gather context (see `context_step`)."""
+    context_settings: ContextSettings | None = None
+    """How the context tools are selected and their output placed (`None`: the defaults)."""
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:

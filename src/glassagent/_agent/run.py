@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._agent import decide
 from glassagent._agent.config import append_turn
+from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.think import read_answer
 from glassagent._core.errors import (
     HistoryAppendError,
@@ -81,6 +82,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._config = config
         self._conversation = conversation
         self._prior = len(conversation) - 1  # everything before the new user message
+        self._context = NO_CONTEXT  # what the context tools gathered, sent with each request
         self._timed_out = False
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
@@ -330,6 +332,8 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._announce_end()
 
     async def _loop(self) -> None:
+        args = (self._config, self._conversation, self._prior, self.run_id, self._emit)
+        self._context = await gather_context(*args)
         iteration = 0
         while True:
             iteration += 1
@@ -370,7 +374,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
     async def _think(self, iteration: int) -> LLMResponse:
         """One model call, streamed: text and thinking chunks as they arrive."""
         self._iterations = iteration
-        messages = tuple(self._conversation)
+        messages, system = self._context.apply(self._conversation, self._config.system)
         client = self._config.client
         protocol = await self._tool_protocol()
         self._emit(
@@ -380,7 +384,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             model=client.model,
             messages=messages,
             tools=self._config.definitions,
-            system=self._config.system,
+            system=system,
             settings=self._config.settings,
             tool_protocol=protocol,
         )
@@ -392,7 +396,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._streaming = True
         response = await read_answer(
             client,
-            (messages, self._config.definitions, self._config.system, self._config.settings),
+            (messages, self._config.definitions, system, self._config.settings),
             emit=self._emit,
             text=text,
             thinking=thinking,

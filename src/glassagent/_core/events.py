@@ -222,6 +222,60 @@ class ErrorEvent(BaseEvent):
     """The error's class name, e.g. ``RateLimitError``."""
 
 
+@dataclass(frozen=True)
+class ContextScore:
+    """How one context tool scored for a turn (payload of `ContextSelectionEvent`)."""
+
+    tool_name: str
+    """The context tool."""
+    score: int
+    """Its relevance to the user's message, 0-100 (0 when `relevance` failed)."""
+    priority: int
+    """Its priority, the tie-breaker between equal scores."""
+    status: Literal["selected", "below_threshold", "over_cap", "relevance_failed"]
+    """``selected`` (it runs), ``below_threshold`` (score under ``min_relevance``),
+    ``over_cap`` (eligible, but ``max_tools`` better-ranked tools run) or
+    ``relevance_failed`` (its `relevance` raised, timed out or gave no 0-100 number)."""
+    error: str | None = None
+    """Why `relevance` failed, when it did."""
+    duration_ms: float = 0.0
+    """How long `relevance` took, in milliseconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextSelectionEvent(BaseEvent):
+    """The agent scored its context tools for the user's message and chose which run."""
+
+    type: Literal["context_selection"] = "context_selection"
+    """Event tag."""
+    scores: tuple[ContextScore, ...]
+    """Every context tool, best-ranked first (score, then priority, both descending)."""
+    min_relevance: int
+    """The lowest score that made a tool eligible."""
+    max_tools: int
+    """The most tools that could run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextToolCompleteEvent(BaseEvent):
+    """A selected context tool finished (emitted as each finishes), or failed and was skipped."""
+
+    type: Literal["context_tool_complete"] = "context_tool_complete"
+    """Event tag."""
+    tool_name: str
+    """The context tool."""
+    score: int
+    """The score that selected it."""
+    output: str
+    """The text it gave (``""`` when it failed)."""
+    is_error: bool
+    """Whether it raised, timed out or returned no text; its output is then left out."""
+    error: str | None
+    """What went wrong, when something did."""
+    duration_ms: float
+    """Wall time of its run, in milliseconds."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LLMRequestEvent(BaseEvent):
     """A model call is about to be made: the neutral request, exactly as sent to the client."""
@@ -305,6 +359,8 @@ Event: TypeAlias = (
     | CompleteEvent
     | AbortedEvent
     | ErrorEvent
+    | ContextSelectionEvent
+    | ContextToolCompleteEvent
     | LLMRequestEvent
     | LLMResponseEvent
     | LLMRetryEvent

@@ -7,9 +7,10 @@ from copy import deepcopy
 from typing import Any
 
 from glassagent._core.messages import ToolDefinition
+from glassagent._tools.context_tools import ContextTool
 from glassagent._tools.tool import Tool, definitions_of
 
-ToolSource = Tool | Callable[..., Any] | ToolDefinition
+ToolSource = Tool | ContextTool | Callable[..., Any] | ToolDefinition
 
 
 def to_openai_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
@@ -18,7 +19,7 @@ def to_openai_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     ``[{"type": "function", "function": {"name", "description", "parameters"}}]``
 
     Args:
-        tools: Tools, plain functions or `ToolDefinition`s.
+        tools: Tools, context tools, plain functions or `ToolDefinition`s.
     """
     return [
         {
@@ -39,7 +40,7 @@ def to_anthropic_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     ``[{"name", "description", "input_schema"}]``
 
     Args:
-        tools: Tools, plain functions or `ToolDefinition`s.
+        tools: Tools, context tools, plain functions or `ToolDefinition`s.
     """
     return [
         {"name": d.name, "description": d.description, "input_schema": deepcopy(d.parameters)}
@@ -55,7 +56,7 @@ def to_gemini_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     ``additionalProperties``) unlike the OpenAPI subset of ``parameters``.
 
     Args:
-        tools: Tools, plain functions or `ToolDefinition`s.
+        tools: Tools, context tools, plain functions or `ToolDefinition`s.
     """
     declarations = [
         {

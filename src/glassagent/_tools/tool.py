@@ -12,6 +12,7 @@ from glassagent._core.errors import UserError
 from glassagent._core.messages import ToolDefinition
 
 if TYPE_CHECKING:
+    from glassagent._tools.context_tools import ContextTool
     from glassagent._tools.schema import Signature
 
 
@@ -149,10 +150,17 @@ def tool(
 _wrapped: weakref.WeakKeyDictionary[Callable[..., Any], Tool] = weakref.WeakKeyDictionary()
 
 
-def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    """Return `obj` as a `Tool`, wrapping a plain function once (the result is cached)."""
+def as_tool(obj: Tool | ContextTool | Callable[..., Any]) -> Tool:
+    """Return `obj` as a `Tool`, wrapping a plain function once (the result is cached).
+
+    A `ContextTool` gives its `ContextTool.as_tool`.
+    """
     if isinstance(obj, Tool):
         return obj
+    from glassagent._tools.context_tools import ContextTool
+
+    if isinstance(obj, ContextTool):
+        return obj.as_tool()
     try:
         return _wrapped[obj]
     except (KeyError, TypeError):
@@ -164,7 +172,7 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
 
 
 def definitions_of(
-    tools: Iterable[Tool | Callable[..., Any] | ToolDefinition],
+    tools: Iterable[Tool | ContextTool | Callable[..., Any] | ToolDefinition],
 ) -> list[ToolDefinition]:
     """Return the `ToolDefinition` of each tool, function or definition."""
     return [t if isinstance(t, ToolDefinition) else as_tool(t).definition for t in tools]
