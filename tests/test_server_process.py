@@ -80,3 +80,19 @@ def test_a_served_process_streams_a_turn_and_stops(
     sent = json.loads(model.requests[0].body)
     assert sent["stream"] is True
     assert sent["messages"][-1]["content"] == "Hi"
+
+
+def test_the_invoke_benchmark_runs() -> None:
+    bench = TESTS.parent / "bench" / "invoke_bench.py"
+    out = subprocess.run(
+        [sys.executable, str(bench), "--requests", "20", "--concurrency", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    modes = [row.split("|")[1].strip() for row in rows[1:]]
+    assert modes == [
+        m for m in ("agent.run", "invoke()", "ASGI app", "HTTP (uvicorn)") for _ in "12"
+    ]

@@ -125,12 +125,17 @@ async def _read_body(request: Request, limit: int) -> bytes:
         raise too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:  # straight from ASGI: Request.stream() costs more than the JSON parsing
+        message = await request.receive()
+        if message["type"] != "http.request":  # the client left before it finished sending
+            raise InvokeError("The client disconnected.", status=400, code="disconnected")
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise too_large
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def _invoke(request: Request) -> Response:

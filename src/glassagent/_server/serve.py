@@ -141,7 +141,12 @@ def check_host(host: str, *, authenticated: bool) -> None:
 
 
 def serve(
-    app: Starlette, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
+    app: Starlette,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    access_log: bool = True,
 ) -> None:
     """Serve an app made by `create_app` with uvicorn until interrupted (blocks).
 
@@ -153,6 +158,7 @@ def serve(
         host: The address to bind.
         port: The port to bind.
         log_level: uvicorn's log level (``"info"``, ``"warning"``, ...).
+        access_log: Log one line per request.
 
     Raises:
         ConfigurationError: For an app not made by `create_app`, a non-loopback host
@@ -166,4 +172,4 @@ def serve(
         import uvicorn
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ConfigurationError(f"serve needs uvicorn: {_INSTALL}") from exc
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
