@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from glassagent import BaseLLMClient, LLMResponse, Message, ModelSettings, ToolCall, tool
-from glassagent.errors import ProviderUnavailableError
+from glassagent.errors import MaxIterationsExceeded, ProviderUnavailableError
 from glassagent.history import History, HistoryStore
 from glassagent.llm import StreamPart, TextDelta
 from glassagent.server import (
@@ -531,6 +531,13 @@ async def test_a_client_that_disconnects_aborts_the_run_and_the_partial_turn_is_
 # ---- the plain function ----------------------------------------------------------------
 
 
+async def test_a_history_store_gives_the_app_its_directory_and_limits(tmp_path: Path) -> None:
+    app = create_app(model=echo_client(), store=HistoryStore(tmp_path))
+    async with http(app) as api:
+        await api.post(INVOKE, json={"message": "x", "chat_id": "c", "append_to_history": True})
+    assert len(stored(tmp_path, "c")) == 2
+
+
 async def test_invoke_is_usable_without_http(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path)
     request = InvokeRequest(message="17 + 25?", chat_id="plain", append_to_history=True)
@@ -545,3 +552,13 @@ async def test_invoke_is_usable_without_http(tmp_path: Path) -> None:
 async def test_invoke_caps_max_iterations_at_the_servers_limit() -> None:
     request = InvokeRequest.from_dict({"message": "x", "max_iterations": 99}, ServerLimits())
     assert request.max_iterations == ServerLimits().max_iterations
+    call = ToolCall("c", "add", {"a": 1, "b": 1})
+    looping = FunctionClient(lambda *_: LLMResponse(tool_calls=[call]))
+    with pytest.raises(MaxIterationsExceeded):
+        await invoke(
+            InvokeRequest(message="x", max_iterations=1000),
+            clients=looping,
+            tools=[add],
+            limits=ServerLimits(max_iterations=2),
+        )
+    assert len(looping.requests) == 2

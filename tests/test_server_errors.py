@@ -42,7 +42,7 @@ from glassagent.server import (
 )
 from glassagent.testing import FunctionClient
 from loopback_server import LoopbackServer, Reply, Request
-from server_support import INVOKE, document, echo_client, http
+from server_support import INVOKE, document, echo_client, http, sse_events
 
 TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
 
@@ -566,3 +566,73 @@ def test_create_app_checks_its_configuration() -> None:
         create_app(model=echo_client(), tokens={})
     with pytest.raises(GlassAgentError):
         ServerLimits(max_body_bytes=0)
+
+
+async def test_a_streamed_turn_that_cannot_be_saved_ends_with_an_error(tmp_path: Path) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
+        if messages[-1].content == "slow":
+            started.set()
+            await asyncio.wait_for(release.wait(), 10)
+        return "ok"
+
+    app = create_app(
+        model=FunctionClient(slow), store=tmp_path, limits=ServerLimits(save_attempts=1)
+    )
+    body = {"message": "slow", "chat_id": "c", "append_to_history": True, "stream": True}
+    async with http(app) as api:
+        await api.post(INVOKE, json={"message": "seed", "chat_id": "c", "append_to_history": True})
+        pending = asyncio.create_task(api.post(INVOKE, json=body))
+        await asyncio.wait_for(started.wait(), 10)
+        await api.post(INVOKE, json={"message": "fast", "chat_id": "c", "append_to_history": True})
+        release.set()
+        streamed = await pending
+        chat = (await api.get("/api/ai/chats/c")).json()
+    events = sse_events(streamed.text)
+    assert [e["type"] for e in events if e["type"] in ("complete", "aborted", "error")] == ["error"]
+    assert events[-1]["error_type"] == "HistoryConflictError"
+    assert events[-1]["seq"] == len(events) - 1
+    assert "slow" not in [m["content"] for m in chat["messages"]]
+
+
+async def test_a_chat_deleted_while_a_turn_runs_gets_409(tmp_path: Path) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
+        if messages[-1].content == "slow":
+            started.set()
+            await asyncio.wait_for(release.wait(), 10)
+        return "ok"
+
+    app = create_app(model=FunctionClient(slow), store=tmp_path)
+    async with http(app) as api:
+        await api.post(INVOKE, json={"message": "seed", "chat_id": "c", "append_to_history": True})
+        pending = asyncio.create_task(
+            api.post(INVOKE, json={"message": "slow", "chat_id": "c", "append_to_history": True})
+        )
+        await asyncio.wait_for(started.wait(), 10)
+        app.state.glassagent.stores.get("anonymous").delete("c")
+        release.set()
+        response = await pending
+    assert response.status_code == 409
+    assert "replaced" in error_of(response)["message"]
+
+
+async def test_a_damaged_stored_chat_is_a_500_naming_only_the_chat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(model=echo_client(), store=tmp_path)
+    path = app.state.glassagent.stores.get("anonymous").path("broken")
+    path.write_text('{"conversation_id": "x", "secret-field": ')
+    with caplog.at_level(logging.ERROR, logger="glassagent.server"):
+        async with http(app) as api:
+            invoked = await api.post(INVOKE, json={"message": "x", "chat_id": "broken"})
+            fetched = await api.get("/api/ai/chats/broken")
+    for response in (invoked, fetched):
+        assert response.status_code == 500
+        assert error_of(response)["message"] == "The stored chat 'broken' cannot be read."
+        assert "secret-field" not in response.text
+    assert "broken" in caplog.text

@@ -199,7 +199,9 @@ class Invocation:
             client,
             self.tools(),
             system=system if system is not None else self.config.system,
-            max_iterations=request.max_iterations or limits.max_iterations,
+            max_iterations=min(
+                request.max_iterations or limits.max_iterations, limits.max_iterations
+            ),
             settings=self.config.settings,
             run_timeout=limits.run_timeout,
         )
