@@ -85,7 +85,7 @@ def test_a_served_process_streams_a_turn_and_stops(
 def test_the_invoke_benchmark_runs() -> None:
     bench = TESTS.parent / "bench" / "invoke_bench.py"
     out = subprocess.run(
-        [sys.executable, str(bench), "--requests", "20", "--concurrency", "4"],
+        [sys.executable, str(bench), "--requests", "20", "--concurrency", "4", "--rounds", "1"],
         capture_output=True,
         text=True,
         timeout=120,
