@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "local",
     "workspace",
     "profiles",
+    "server",
 ]
 
 

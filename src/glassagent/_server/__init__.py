@@ -1,0 +1,1 @@
+"""The direct invoke API: one agent turn over HTTP (documented in `glassagent.server`)."""

@@ -1,0 +1,261 @@
+"""The ASGI app (Starlette): authentication, bounded bodies, JSON answers and event streams."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from glassagent._agent.run import AgentRun
+from glassagent._core.errors import UserError
+from glassagent._history.store import check_chat_id
+from glassagent._server import chats
+from glassagent._server.chats import ANONYMOUS_USER, UserStores
+from glassagent._server.invoke import Invocation, ServerConfig, run_to_end
+from glassagent._server.request import InvokeError, InvokeRequest
+from glassagent._server.responses import error_response
+
+INVOKE_PATH = "/api/ai/invoke"
+CHATS_PATH = "/api/ai/chats/{chat_id}"
+HEALTH_PATH = "/api/ai/health"
+
+_TERMINAL = frozenset({"complete", "aborted", "error"})
+_DISCONNECTED = "the client disconnected"
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What the endpoints share: kept on ``app.state.glassagent``."""
+
+    config: ServerConfig
+    stores: UserStores | None
+    tokens: Mapping[bytes, str] | None  # SHA-256 of each token -> its user id
+
+    def user(self, request: Request) -> str:
+        """The user a request authenticates as.
+
+        Raises:
+            InvokeError: 401 when the server has tokens and the request brings none of them.
+        """
+        if self.tokens is None:
+            return ANONYMOUS_USER
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        user = None
+        if scheme.lower() == "bearer" and token:
+            user = self.tokens.get(hashlib.sha256(token.encode("utf-8", "replace")).digest())
+        if user is None:
+            raise InvokeError(
+                "Missing or unknown bearer token: send 'Authorization: Bearer <token>'.",
+                status=401,
+                code="unauthorized",
+            )
+        return user
+
+
+def build_app(
+    config: ServerConfig, stores: UserStores | None, tokens: Mapping[str, str] | None
+) -> Starlette:
+    """The Starlette app serving `config` (see `glassagent.server.create_app`)."""
+    hashed = None
+    if tokens is not None:
+        hashed = {hashlib.sha256(t.encode("utf-8")).digest(): user for t, user in tokens.items()}
+    app = Starlette(
+        routes=[
+            Route(INVOKE_PATH, _invoke, methods=["POST"]),
+            Route(CHATS_PATH, _chat, methods=["GET"]),
+            Route(HEALTH_PATH, _health, methods=["GET"]),
+        ]
+    )
+    app.state.glassagent = AppState(config=config, stores=stores, tokens=hashed)
+    return app
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.glassagent
+    return state
+
+
+def _error(exc: BaseException) -> Response:
+    status, body, headers = error_response(exc)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _chat(request: Request) -> Response:
+    state = _state(request)
+    try:
+        user = state.user(request)
+        chat_id = request.path_params["chat_id"]
+        try:
+            check_chat_id(chat_id)
+        except UserError as exc:
+            raise InvokeError(str(exc), status=422, code="invalid_request") from None
+        history = None
+        if state.stores is not None:
+            history = await chats.load(state.stores.get(user), chat_id)
+        if history is None:
+            raise InvokeError(f"There is no chat {chat_id!r}.", status=404, code="not_found")
+    except Exception as exc:
+        return _error(exc)
+    return JSONResponse(history.to_dict())
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    too_large = InvokeError(
+        f"The request body exceeds the server's limit of {limit} bytes.",
+        status=413,
+        code="too_large",
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    while True:  # straight from ASGI: Request.stream() costs more than the JSON parsing
+        message = await request.receive()
+        if message["type"] != "http.request":  # the client left before it finished sending
+            raise InvokeError("The client disconnected.", status=400, code="disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _invoke(request: Request) -> Response:
+    state = _state(request)
+    limits = state.config.limits
+    try:
+        user = state.user(request)
+        body = await _read_body(request, limits.max_body_bytes)
+        invoke_request = InvokeRequest.from_json(body, limits)
+        store = state.stores.get(user) if state.stores is not None else None
+        invocation = Invocation(invoke_request, state.config, store)
+        run = await invocation.start()
+    except Exception as exc:
+        response = _error(exc)
+        if isinstance(exc, InvokeError) and exc.status == 413:
+            response.headers["Connection"] = "close"  # the rest of the body is not read
+        return response
+    if invoke_request.stream:
+        return EventStream(invocation, run)
+    return await _answer(invocation, run, request.receive)
+
+
+async def _watch(receive: Receive, run: AgentRun) -> None:
+    """Abort `run` when the client disconnects (the body has been read by then)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            run.abort(_DISCONNECTED)
+            return
+
+
+async def _answer(invocation: Invocation, run: AgentRun, receive: Receive) -> Response:
+    watcher = asyncio.create_task(_watch(receive, run))
+    try:
+        try:
+            result = await run_to_end(run)
+        finally:
+            watcher.cancel()
+        outcome = await invocation.finish(result)
+    except Exception as exc:
+        return _error(exc)
+    return JSONResponse(outcome.to_dict())
+
+
+def _sse(data: Mapping[str, Any]) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return b"data: " + text.encode("utf-8", "surrogatepass") + b"\n\n"
+
+
+class EventStream(Response):
+    """A run's events as Server-Sent Events: one ``data:`` line of JSON per event.
+
+    The terminal event (``complete``, ``aborted`` or ``error``) is held back until the turn
+    is kept as asked; if keeping it fails, an ``error`` event takes its place. A client that
+    disconnects aborts the run, and the aborted turn is kept like a finished one.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, invocation: Invocation, run: AgentRun) -> None:
+        # not Response.__init__: it would declare an empty body (Content-Length: 0)
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.invocation = invocation
+        self.run = run
+        self._open = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        watcher = asyncio.create_task(_watch(receive, self.run))
+        try:
+            await self._send(send, start)
+            last: dict[str, Any] | None = None
+            async for event in self.run:
+                data = event.to_dict()
+                if data["type"] in _TERMINAL:
+                    last = data
+                else:
+                    await self._send_event(send, data)
+            assert last is not None
+            await self._send_event(send, await self._ending(last))
+        finally:
+            watcher.cancel()
+        await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _ending(self, last: dict[str, Any]) -> dict[str, Any]:
+        """The terminal event, once the turn is kept; an ``error`` event when that failed."""
+        result = self.run.result
+        if last["type"] == "error" or result is None:
+            return last
+        try:
+            outcome = await self.invocation.finish(result)
+        except Exception as exc:
+            _, body, _ = error_response(exc)
+            error = body["error"]
+            return {
+                "type": "error",
+                "run_id": last["run_id"],
+                "seq": last["seq"],
+                "error": error["message"],
+                "error_type": error["type"],
+            }
+        extra = outcome.to_dict()
+        for name in ("chat_id", "history"):
+            if name in extra:
+                last[name] = extra[name]
+        return last
+
+    async def _send_event(self, send: Send, data: Mapping[str, Any]) -> None:
+        await self._send(
+            send, {"type": "http.response.body", "body": _sse(data), "more_body": True}
+        )
+
+    async def _send(self, send: Send, message: dict[str, Any]) -> None:
+        """Send while the client listens; a failed send means it left: abort the run."""
+        if not self._open:
+            return
+        try:
+            await send(message)
+        except Exception:
+            self._open = False
+            self.run.abort(_DISCONNECTED)

@@ -1,0 +1,333 @@
+"""`invoke`: one agent turn on a posted, stored or new conversation; `InvokeResult`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from glassagent._agent.agent import Agent
+from glassagent._agent.run import AgentRun
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.errors import ConfigurationError, RunAborted, UserError
+from glassagent._core.events import to_jsonable
+from glassagent._core.messages import ModelSettings, StopReason, Usage
+from glassagent._core.result import RunResult
+from glassagent._history.model import Version
+from glassagent._history.tree import History
+from glassagent._server import chats
+from glassagent._server.request import (
+    DEFAULT_SERVER_LIMITS,
+    InvokeError,
+    InvokeRequest,
+    ServerLimits,
+)
+from glassagent._tools.tool import Tool, as_tool
+
+if TYPE_CHECKING:
+    from glassagent._history.store import HistoryStore
+
+ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
+"""One client (its ``model`` is its id), or clients by model id (the first is the default)."""
+
+
+@dataclass(frozen=True)
+class InvokeResult:
+    """What one invoke produced: the answer, how the turn ended, and where it was kept."""
+
+    text: str
+    """The answer (for an aborted turn: the partial text)."""
+    status: Literal["completed", "aborted"]
+    """``completed``, or ``aborted`` when the turn was cut short (a client disconnected)."""
+    stop_reason: StopReason | None
+    """Why the model stopped its last answer (``end_turn``, ``max_tokens``, ...); `None`
+    when no answer arrived."""
+    usage: Usage
+    """Tokens used by the turn's model calls."""
+    iterations: int
+    """Model calls made."""
+    chat_id: str | None = None
+    """The stored chat the turn used (and, with ``append_to_history``, was saved to)."""
+    history: History | None = None
+    """The conversation with the turn appended, when it is returned rather than stored."""
+    history_version: Version = "2.0"
+    """The format `history` is written in by `to_dict` (the one it was posted in)."""
+    run: RunResult | None = None
+    """The run's complete result: its messages and events."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON response body.
+
+        ``text``, ``status``, ``stop_reason``, ``usage`` and ``iterations``, then ``chat_id``
+        and ``history`` when they are set.
+        """
+        body: dict[str, Any] = {
+            "text": self.text,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "usage": to_jsonable(self.usage),
+            "iterations": self.iterations,
+        }
+        if self.chat_id is not None:
+            body["chat_id"] = self.chat_id
+        if self.history is not None:
+            body["history"] = self.history.to_dict(self.history_version)
+        return body
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What every request of one server shares: its models, tools and defaults."""
+
+    clients: Mapping[str, BaseLLMClient]
+    default_model: str
+    tools: Mapping[str, Tool]
+    system: str | None = None
+    settings: ModelSettings | None = None
+    limits: ServerLimits = DEFAULT_SERVER_LIMITS
+
+
+def make_config(
+    models: ModelsLike,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    *,
+    system: str | None = None,
+    settings: ModelSettings | None = None,
+    limits: ServerLimits | None = None,
+) -> ServerConfig:
+    """Check and gather a server's configuration.
+
+    Raises:
+        ConfigurationError: For no model, a non-client, or two tools of one name.
+    """
+    if isinstance(models, BaseLLMClient):
+        clients: dict[str, BaseLLMClient] = {models.model: models}
+    elif isinstance(models, Mapping):
+        clients = dict(models)
+    else:
+        raise ConfigurationError(
+            f"`model` must be a BaseLLMClient or a mapping of model ids to clients, "
+            f"not {type(models).__name__}."
+        )
+    if not clients:
+        raise ConfigurationError("The server needs at least one model client.")
+    for model_id, client in clients.items():
+        if not isinstance(model_id, str) or not isinstance(client, BaseLLMClient):
+            raise ConfigurationError("Each model must map a model id (str) to a BaseLLMClient.")
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        wrapped = as_tool(item)
+        if wrapped.name in by_name:
+            raise ConfigurationError(f"Two tools are named {wrapped.name!r}.")
+        by_name[wrapped.name] = wrapped
+    return ServerConfig(
+        clients=clients,
+        default_model=next(iter(clients)),
+        tools=by_name,
+        system=system,
+        settings=settings,
+        limits=limits or DEFAULT_SERVER_LIMITS,
+    )
+
+
+class Invocation:
+    """One request on its way: `start` resolves it and starts the run, `finish` keeps the turn.
+
+    The HTTP app drives it itself, to stream events and abort on a disconnect; `invoke` is
+    the plain sequence.
+    """
+
+    def __init__(
+        self, request: InvokeRequest, config: ServerConfig, store: HistoryStore | None
+    ) -> None:
+        self.request = request
+        self.config = config
+        self.store = store
+        self.chat_id: str | None = None
+        self.history: History | None = None
+        self.returns_history = False  # the history goes back in the response, not to a store
+        self.start_node: str | None = None
+
+    def client(self) -> BaseLLMClient:
+        """The client the request names.
+
+        Raises:
+            InvokeError: 400 for an unknown model id.
+        """
+        model_id = self.request.model_id or self.config.default_model
+        client = self.config.clients.get(model_id)
+        if client is None:
+            known = ", ".join(sorted(self.config.clients))
+            raise InvokeError(
+                f"Unknown model_id {model_id!r}; this server has: {known}.",
+                status=400,
+                code="unknown_model",
+            )
+        return client
+
+    def tools(self) -> list[Tool]:
+        """The tools the request activates (all of the server's when it names none).
+
+        Raises:
+            InvokeError: 400 naming the first unknown tool.
+        """
+        names = self.request.active_tools
+        if names is None:
+            return list(self.config.tools.values())
+        for name in names:
+            if name not in self.config.tools:
+                known = ", ".join(sorted(self.config.tools)) or "none"
+                raise InvokeError(
+                    f"Unknown tool {name!r} in active_tools; this server has: {known}.",
+                    status=400,
+                    code="unknown_tool",
+                )
+        return [self.config.tools[name] for name in names]
+
+    async def start(self) -> AgentRun:
+        """Resolve model, tools and conversation, and create the run (not started yet).
+
+        Raises:
+            InvokeError: 400 (unknown model or tool, chats without a store), 404 (no such
+                chat) or 422 (a history attachment or message the policy refuses).
+        """
+        request, limits = self.request, self.config.limits
+        client = self.client()
+        system = request.system_prompt
+        agent = Agent(
+            client,
+            self.tools(),
+            system=system if system is not None else self.config.system,
+            max_iterations=min(
+                request.max_iterations or limits.max_iterations, limits.max_iterations
+            ),
+            settings=self.config.settings,
+            run_timeout=limits.run_timeout,
+        )
+        await self._resolve_history(client)
+        self.start_node = self.history.current_node if self.history is not None else None
+        try:
+            return agent.run(request.message, history=self.history, settings=request.settings)
+        except UserError as exc:  # the thread's attachments or tool calls (AttachmentError)
+            raise InvokeError(str(exc), status=422, code="invalid_history") from None
+
+    async def _resolve_history(self, client: BaseLLMClient) -> None:
+        """Posted history wins; else the stored chat; else a new conversation."""
+        request = self.request
+        if request.history is not None:
+            self.history = request.history
+            self.returns_history = request.append_to_history
+            return
+        if request.chat_id is not None:
+            store = self._require_store()
+            self.chat_id = request.chat_id
+            self.history = await chats.load(store, request.chat_id)
+            if self.history is None:
+                if not request.append_to_history:
+                    raise InvokeError(
+                        f"There is no chat {request.chat_id!r}.", status=404, code="not_found"
+                    )
+                self.history = History(model=client.model)
+            return
+        if request.append_to_history:
+            self.history = History(model=client.model)
+            if self.store is not None:
+                self.chat_id = str(uuid.uuid4())
+            else:
+                self.returns_history = True
+
+    def _require_store(self) -> HistoryStore:
+        if self.store is None:
+            raise InvokeError(
+                "This server keeps no chats: send the conversation as `history` instead of "
+                "`chat_id`.",
+                status=400,
+                code="no_store",
+            )
+        return self.store
+
+    async def finish(self, result: RunResult) -> InvokeResult:
+        """Keep a finished or aborted turn as the request asked, and describe it.
+
+        Raises:
+            HistoryConflictError: When the stored chat kept changing under this turn
+                (`ServerLimits.save_attempts`), or the message it continues was removed.
+        """
+        history = self.history
+        returned = history if self.returns_history else None
+        if self.request.append_to_history and history is not None:
+            ids = chats.append_turn(history, result.new_messages, below=self.start_node)
+            if self.chat_id is not None and self.store is not None:
+                await chats.save(
+                    self.store,
+                    self.chat_id,
+                    history,
+                    ids,
+                    below=self.start_node,
+                    attempts=self.config.limits.save_attempts,
+                )
+        return InvokeResult(
+            text=result.text,
+            status="aborted" if result.stop_reason == "aborted" else "completed",
+            stop_reason=result.model_stop_reason,
+            usage=result.usage,
+            iterations=result.iterations,
+            chat_id=self.chat_id,
+            history=returned,
+            history_version=self.request.history_version,
+            run=result,
+        )
+
+
+async def invoke(
+    request: InvokeRequest,
+    *,
+    clients: ModelsLike,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    store: HistoryStore | None = None,
+    system: str | None = None,
+    settings: ModelSettings | None = None,
+    limits: ServerLimits | None = None,
+) -> InvokeResult:
+    """Run one agent turn: resolve the conversation, run the agent, keep the turn if asked.
+
+    The conversation is the posted ``request.history`` if there is one, else the chat
+    ``request.chat_id`` of `store`, else a new one; the model sees its thread at
+    ``current_node``, followed by ``request.message``. The agent runs the ReAct loop with the
+    active tools, up to ``request.max_iterations`` model calls (capped by
+    ``limits.max_iterations``). With ``append_to_history`` the turn (the message, every tool
+    call and result, and the answer) is appended below the node it started from: to the
+    posted history (returned), or to the stored chat (saved; a concurrent change is
+    re-applied and saved again, see `ServerLimits.save_attempts`). A turn that fails appends
+    nothing.
+
+    Args:
+        request: The request, e.g. from `InvokeRequest.from_json`.
+        clients: The model client, or clients by model id (the first is the default).
+        tools: Every tool the server offers; ``request.active_tools`` picks among them.
+        store: Where chats are kept (`None`: ``chat_id`` is refused with 400).
+        system: System instructions when the request gives none.
+        settings: Generation settings under the request's ``params``.
+        limits: The server's limits; `ServerLimits()` when not given.
+
+    Raises:
+        InvokeError: For what the request asks that the server cannot do (400, 404, 422).
+        HistoryConflictError: When the stored chat could not be updated (409).
+        GlassAgentError: The run's error when it fails (`ProviderError`,
+            `MaxIterationsExceeded`, ...), with ``.result`` set.
+    """
+    config = make_config(clients, tools, system=system, settings=settings, limits=limits)
+    invocation = Invocation(request, config, store)
+    run = await invocation.start()
+    return await invocation.finish(await run_to_end(run))
+
+
+async def run_to_end(run: AgentRun) -> RunResult:
+    """Await `run`; an aborted run gives its (partial) result, any other error is raised."""
+    try:
+        return await run
+    except RunAborted as exc:
+        if exc.result is None:  # pragma: no cover - an ended run always sets it
+            raise
+        return exc.result

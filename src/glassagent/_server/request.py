@@ -1,0 +1,350 @@
+"""`InvokeRequest`: one invoke request, read from untrusted JSON; `ServerLimits`; `InvokeError`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from glassagent._core.attachments import AttachmentPolicy
+from glassagent._core.errors import (
+    GlassAgentError,
+    HistoryProblem,
+    HistoryValidationError,
+    UserError,
+)
+from glassagent._core.messages import ModelSettings
+from glassagent._history.model import HistoryLimits, Version
+from glassagent._history.store import check_chat_id
+from glassagent._history.tree import History
+
+SERVER_HISTORY_LIMITS = HistoryLimits(
+    max_messages=10_000,
+    max_depth=10_000,
+    max_message_bytes=1024 * 1024,
+    max_total_bytes=16 * 1024 * 1024,
+    max_nesting=32,
+)
+"""The bounds a posted history must respect by default (`ServerLimits.history`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerLimits:
+    """Bounds on what one request may ask of the server; input beyond them is refused."""
+
+    max_body_bytes: int = 1024 * 1024
+    """The largest request body, in bytes; a larger one gets 413 before it is parsed."""
+    max_iterations: int = 10
+    """The most model calls one request may ask for (``max_iterations``), and the default.
+    A request asking for more gets this many."""
+    history: HistoryLimits = SERVER_HISTORY_LIMITS
+    """Bounds on a posted history (messages, depth, bytes per message); the ``message`` of
+    a request is held to ``history.max_message_bytes`` too."""
+    run_timeout: float | None = None
+    """Seconds one run may take (`None`: no limit beyond ``max_iterations`` and the model
+    calls' own timeouts)."""
+    save_attempts: int = 5
+    """How often the turn is re-applied and saved again when another request changed the
+    same stored chat meanwhile; past that the request fails with 409."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_iterations", "save_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"ServerLimits.{name} must be a positive integer.")
+        if self.run_timeout is not None and not self.run_timeout > 0:
+            raise UserError("ServerLimits.run_timeout must be a positive number of seconds.")
+
+
+DEFAULT_SERVER_LIMITS = ServerLimits()
+
+
+class InvokeError(GlassAgentError):
+    """A request the server refuses, with the HTTP status that says why.
+
+    Attributes:
+        status: The HTTP status: 400 (unknown model or tool), 401, 404, 413 or 422.
+        code: A short stable name for the refusal, e.g. ``"invalid_request"``.
+        problems: Every problem found, with its location in the request (for 422).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str,
+        problems: Sequence[HistoryProblem] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.problems = tuple(problems)
+
+
+_PARAMS: dict[str, Callable[[Any], bool]] = {
+    "temperature": lambda v: _is_number(v),
+    "max_tokens": lambda v: _is_int(v),
+    "thinking_budget": lambda v: _is_int(v),
+    "timeout": lambda v: _is_number(v),
+    "stop_sequences": lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+}
+_PARAM_KINDS = {
+    "temperature": "a number",
+    "max_tokens": "an integer",
+    "thinking_budget": "an integer",
+    "timeout": "a number",
+    "stop_sequences": "an array of strings",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class InvokeRequest:
+    """One invoke: a message, and where its conversation comes from and goes to.
+
+    Build one in code, or read one from a request body with `from_json` (which validates
+    everything and reads a posted history as untrusted). The JSON names differ in two places:
+    ``tools_config.active_tools`` is `active_tools`, ``params`` is `settings`.
+    """
+
+    message: str
+    """The user's message."""
+    model_id: str | None = None
+    """Which of the server's models answers; `None`: the default one."""
+    history: History | None = None
+    """The conversation so far; wins over `chat_id`."""
+    history_version: Version = "2.0"
+    """The format `history` was posted in, and is returned in."""
+    chat_id: str | None = None
+    """A stored chat to continue (when no `history` is given)."""
+    append_to_history: bool = False
+    """Append the turn to `history` (returned) or to the stored chat (saved)."""
+    system_prompt: str | None = None
+    """System instructions; `None`: the server's."""
+    active_tools: tuple[str, ...] | None = None
+    """The names of the server's tools to offer; `None`: all of them."""
+    settings: ModelSettings | None = None
+    """Generation settings (``params``) over the server's."""
+    max_iterations: int | None = None
+    """Most model calls for this turn; `None`: the server's default."""
+    stream: bool = False
+    """Answer with a stream of events (the HTTP app only)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Request fields this server does not know; they are ignored."""
+
+    @classmethod
+    def from_json(cls, body: bytes, limits: ServerLimits | None = None) -> InvokeRequest:
+        """Parse and validate a request body.
+
+        Args:
+            body: The JSON body.
+            limits: The server's limits; `ServerLimits()` when not given.
+
+        Raises:
+            InvokeError: 422, listing every problem found.
+        """
+        try:
+            data = json.loads(body)
+        except RecursionError:
+            raise _invalid("$", "the JSON nests too deeply to parse") from None
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, over-long integers
+            raise _invalid("$", f"the body is not valid JSON: {exc}") from None
+        return cls.from_dict(data, limits)
+
+    @classmethod
+    def from_dict(cls, data: Any, limits: ServerLimits | None = None) -> InvokeRequest:
+        """Validate a parsed request body; a posted history may not read the server's files.
+
+        The history is read with `AttachmentPolicy.safe` and ``limits.history``.
+
+        Args:
+            data: The parsed JSON.
+            limits: The server's limits; `ServerLimits()` when not given.
+
+        Raises:
+            InvokeError: 422, listing every problem found (a history's with locations under
+                ``history``).
+        """
+        limits = limits or DEFAULT_SERVER_LIMITS
+        if not isinstance(data, dict):
+            raise _invalid("$", f"the body must be a JSON object, not {_kind(data)}")
+        problems: list[HistoryProblem] = []
+        fields = _read_fields(data, limits, problems)
+        history, version = _read_history(data.get("history"), limits, problems)
+        if problems:
+            raise InvokeError(
+                _summary(problems), status=422, code="invalid_request", problems=problems
+            )
+        return cls(history=history, history_version=version, **fields)
+
+
+def _read_fields(
+    data: dict[str, Any], limits: ServerLimits, problems: list[HistoryProblem]
+) -> dict[str, Any]:
+    """Every field but the history, checked; problems are added to `problems`."""
+
+    def take(name: str, check: Callable[[Any], bool], kind: str) -> Any:
+        value = data.get(name)
+        if value is None:
+            return None
+        if not check(value):
+            problems.append(HistoryProblem(name, f"must be {kind}, not {_kind(value)}"))
+            return None
+        return value
+
+    message = take("message", lambda v: isinstance(v, str), "a string")
+    if "message" not in data or data["message"] is None:
+        problems.append(HistoryProblem("message", "is required"))
+    elif message == "":
+        problems.append(HistoryProblem("message", "must not be empty"))
+    elif isinstance(message, str):
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > limits.history.max_message_bytes:
+            problems.append(
+                HistoryProblem(
+                    "message",
+                    f"{size} bytes exceed max_message_bytes={limits.history.max_message_bytes}",
+                )
+            )
+    chat_id = take("chat_id", lambda v: isinstance(v, str), "a string")
+    if chat_id is not None:
+        try:
+            check_chat_id(chat_id)
+        except UserError as exc:
+            problems.append(HistoryProblem("chat_id", str(exc)))
+    iterations = take("max_iterations", _is_int, "an integer")
+    if iterations is not None and iterations < 1:
+        problems.append(HistoryProblem("max_iterations", "must be at least 1"))
+    known = _KNOWN_FIELDS
+    return {
+        "message": message or "",
+        "model_id": take("model_id", lambda v: isinstance(v, str), "a string"),
+        "chat_id": chat_id,
+        "append_to_history": bool(take("append_to_history", _is_bool, "true or false")),
+        "system_prompt": take("system_prompt", lambda v: isinstance(v, str), "a string"),
+        "active_tools": _read_tools(data.get("tools_config"), problems),
+        "settings": _read_params(data.get("params"), problems),
+        "max_iterations": min(iterations, limits.max_iterations) if iterations else None,
+        "stream": bool(take("stream", _is_bool, "true or false")),
+        "extra": {k: v for k, v in data.items() if k not in known},
+    }
+
+
+_KNOWN_FIELDS = frozenset(
+    {
+        "message",
+        "model_id",
+        "history",
+        "chat_id",
+        "append_to_history",
+        "system_prompt",
+        "tools_config",
+        "params",
+        "max_iterations",
+        "stream",
+    }
+)
+
+
+def _read_tools(value: Any, problems: list[HistoryProblem]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        problems.append(HistoryProblem("tools_config", f"must be an object, not {_kind(value)}"))
+        return None
+    names = value.get("active_tools")
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        problems.append(
+            HistoryProblem("tools_config.active_tools", "must be an array of tool names")
+        )
+        return None
+    return tuple(dict.fromkeys(names))
+
+
+def _read_params(value: Any, problems: list[HistoryProblem]) -> ModelSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        problems.append(HistoryProblem("params", f"must be an object, not {_kind(value)}"))
+        return None
+    settings: dict[str, Any] = {}
+    found = len(problems)
+    for name, given in value.items():
+        check = _PARAMS.get(name)
+        if check is None:
+            known = ", ".join(_PARAMS)
+            problems.append(HistoryProblem(f"params.{name}", f"unknown parameter (use {known})"))
+        elif given is not None and not check(given):
+            kind = f"must be {_PARAM_KINDS[name]}, not {_kind(given)}"
+            problems.append(HistoryProblem(f"params.{name}", kind))
+        elif given is not None:
+            settings[name] = tuple(given) if name == "stop_sequences" else given
+    if len(problems) > found:
+        return None
+    try:
+        return ModelSettings(**settings)
+    except UserError as exc:
+        problems.append(HistoryProblem("params", str(exc)))
+        return None
+
+
+def _read_history(
+    value: Any, limits: ServerLimits, problems: list[HistoryProblem]
+) -> tuple[History | None, Version]:
+    if value is None:
+        return None, "2.0"
+    version: Version = "2.0" if isinstance(value, dict) and "schema_version" in value else "1"
+    try:
+        history = History.from_dict(
+            value, limits=limits.history, attachment_policy=AttachmentPolicy.safe()
+        )
+    except HistoryValidationError as exc:
+        for problem in exc.problems:
+            where = problem.location
+            location = "history" if where == "$" else f"history.{where}"
+            problems.append(HistoryProblem(location, problem.message))
+        return None, version
+    return history, version
+
+
+def _summary(problems: Sequence[HistoryProblem]) -> str:
+    shown = "; ".join(str(p) for p in problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    count = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
+    return f"Invalid request ({count}): {shown}{more}"
+
+
+def _invalid(location: str, message: str) -> InvokeError:
+    problem = HistoryProblem(location, message)
+    return InvokeError(_summary([problem]), status=422, code="invalid_request", problems=[problem])
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__

@@ -1,0 +1,175 @@
+"""`create_app`, `serve` and their checks: tokens, and which hosts an open server may bind."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from glassagent._core.errors import ConfigurationError
+from glassagent._core.messages import ModelSettings
+from glassagent._history.store import HistoryStore
+from glassagent._server.chats import UserStores
+from glassagent._server.invoke import ModelsLike, make_config
+from glassagent._server.request import ServerLimits
+from glassagent._tools.tool import Tool
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+_INSTALL = "pip install 'glassagent[server]'"
+
+
+def create_app(
+    *,
+    model: ModelsLike,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    store: str | os.PathLike[str] | HistoryStore | None = None,
+    tokens: Mapping[str, str] | None = None,
+    limits: ServerLimits | None = None,
+    system: str | None = None,
+    settings: ModelSettings | None = None,
+) -> Starlette:
+    """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
+
+    Routes: ``POST /api/ai/invoke`` (one turn, as JSON or as a stream of events),
+    ``GET /api/ai/chats/{chat_id}`` (a stored chat, to its owner) and ``GET /api/ai/health``.
+    Serve it with `serve`, or with any ASGI server (``uvicorn.run(app)``).
+
+    Args:
+        model: The model client, or clients by ``model_id`` (the first is the default).
+        tools: Every tool the server offers; a request picks among them (``active_tools``).
+        store: The directory of stored chats (or a `HistoryStore`, whose directory and limits
+            are used); each user's chats live in their own subdirectory. `None`: no chats
+            are kept, and ``chat_id`` is refused.
+        tokens: Bearer tokens mapped to user ids (see `load_tokens`). `None`: one anonymous
+            user, no authentication (`serve` then binds loopback addresses only).
+        limits: Bounds on requests; `ServerLimits()` when not given.
+        system: System instructions for requests that bring none.
+        settings: Generation settings under each request's ``params``.
+
+    Raises:
+        ConfigurationError: For no model, clashing tool names, invalid tokens, or when
+            Starlette is not installed.
+    """
+    try:
+        from glassagent._server.app import build_app
+    except ImportError as exc:  # pragma: no cover - the test environment has the extra
+        raise ConfigurationError(f"create_app needs Starlette: {_INSTALL}") from exc
+    config = make_config(model, tools, system=system, settings=settings, limits=limits)
+    stores = None
+    if isinstance(store, HistoryStore):
+        stores = UserStores(store.directory, store.limits)
+    elif store is not None:
+        stores = UserStores(store)
+    return build_app(config, stores, check_tokens(tokens) if tokens is not None else None)
+
+
+def check_tokens(tokens: Any) -> dict[str, str]:
+    """`tokens` as a dict, after checking it maps non-empty tokens to non-empty user ids.
+
+    Raises:
+        ConfigurationError: Otherwise; the message never shows a token.
+    """
+    if not isinstance(tokens, Mapping) or not tokens:
+        raise ConfigurationError(
+            "Tokens must be a non-empty JSON object mapping bearer tokens to user ids, e.g. "
+            '{"<token>": "alice"}.'
+        )
+    checked: dict[str, str] = {}
+    for number, (token, user) in enumerate(tokens.items(), 1):
+        if not isinstance(token, str) or not token.strip() or token != token.strip():
+            raise ConfigurationError(
+                f"Token number {number} is not a non-empty string without surrounding spaces."
+            )
+        if not isinstance(user, str) or not user:
+            raise ConfigurationError(f"The user id of token number {number} is not a string.")
+        checked[token] = user
+    return checked
+
+
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a tokens file: a JSON object mapping bearer tokens to user ids.
+
+    Example of a file: ``{"3f9c...long random token...": "alice", "b71e...": "bob"}``.
+
+    Args:
+        path: The file.
+
+    Raises:
+        ConfigurationError: When it cannot be read or is not such an object (the message
+            never shows a token).
+    """
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigurationError(f"Cannot read the tokens file {str(path)!r}: {exc}") from None
+    except ValueError:
+        raise ConfigurationError(f"The tokens file {str(path)!r} is not valid JSON.") from None
+    return check_tokens(data)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only: ``localhost``, 127.0.0.0/8 or ``::1``."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, *, authenticated: bool) -> None:
+    """Refuse to serve without tokens on an address other machines can reach.
+
+    Args:
+        host: The address the server is to bind.
+        authenticated: Whether the app has tokens.
+
+    Raises:
+        ConfigurationError: When `host` is not a loopback address and there are no tokens.
+    """
+    if not authenticated and not is_loopback(host):
+        raise ConfigurationError(
+            f"Refusing to serve on {host!r} without tokens: anyone who can reach it could use "
+            "the model and the tools. Give tokens (a JSON file mapping bearer tokens to user "
+            "ids), or bind a loopback address such as 127.0.0.1."
+        )
+
+
+def serve(
+    app: Starlette,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    access_log: bool = True,
+) -> None:
+    """Serve an app made by `create_app` with uvicorn until interrupted (blocks).
+
+    Without tokens, only a loopback host is accepted (`check_host`). Port 0 picks a free
+    port; uvicorn's log line ``Uvicorn running on http://HOST:PORT`` names it.
+
+    Args:
+        app: The app.
+        host: The address to bind.
+        port: The port to bind.
+        log_level: uvicorn's log level (``"info"``, ``"warning"``, ...).
+        access_log: Log one line per request.
+
+    Raises:
+        ConfigurationError: For an app not made by `create_app`, a non-loopback host
+            without tokens, or when uvicorn is not installed.
+    """
+    state = getattr(app.state, "glassagent", None)
+    if state is None:
+        raise ConfigurationError("serve() runs apps made by glassagent.server.create_app.")
+    check_host(host, authenticated=state.tokens is not None)
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - the test environment has the extra
+        raise ConfigurationError(f"serve needs uvicorn: {_INSTALL}") from exc
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)

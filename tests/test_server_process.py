@@ -1,0 +1,98 @@
+"""The invoke API as a real process: uvicorn on 127.0.0.1, a real httpx client, a real stop."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loopback_server import LoopbackServer, openai_reply
+from server_support import sse_events
+
+TESTS = Path(__file__).resolve().parent
+STARTUP_SECONDS = 30
+_LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, LoopbackServer]]:
+    """The launcher's base URL, and the scripted model server it talks to."""
+    with LoopbackServer(openai_reply("Hello from the loopback model.")) as model:
+        process = subprocess.Popen(
+            [sys.executable, str(TESTS / "server_launcher.py"), model.url + "/v1", str(tmp_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            yield _wait_for_address(process), model
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - uvicorn stops on SIGTERM
+                process.kill()
+                process.wait(10)
+            assert process.stderr is not None
+            process.stderr.close()
+
+
+def _wait_for_address(process: subprocess.Popen[str]) -> str:
+    assert process.stderr is not None
+    deadline = time.monotonic() + STARTUP_SECONDS
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break  # the process ended
+        seen.append(line)
+        match = _LISTENING.search(line)
+        if match:
+            return match.group(1)
+    raise AssertionError(f"the server did not start: {''.join(seen)}")
+
+
+def test_a_served_process_streams_a_turn_and_stops(
+    server: tuple[str, LoopbackServer], tmp_path: Path
+) -> None:
+    address, model = server
+    with httpx.Client(base_url=address, timeout=30) as client:
+        assert client.get("/api/ai/health").json() == {"status": "ok"}
+        body = {"message": "Hi", "stream": True, "chat_id": "live", "append_to_history": True}
+        with client.stream("POST", "/api/ai/invoke", json=body) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            text = "".join(response.iter_text())
+        chat = client.get("/api/ai/chats/live").json()
+    events = sse_events(text)
+    assert events[0]["type"] == "llm_request"
+    assert "text_chunk" in [e["type"] for e in events]
+    assert events[-1]["type"] == "complete"
+    assert events[-1]["text"] == "Hello from the loopback model."
+    assert [m["content"] for m in chat["messages"]] == ["Hi", "Hello from the loopback model."]
+    sent = json.loads(model.requests[0].body)
+    assert sent["stream"] is True
+    assert sent["messages"][-1]["content"] == "Hi"
+
+
+def test_the_invoke_benchmark_runs() -> None:
+    bench = TESTS.parent / "bench" / "invoke_bench.py"
+    out = subprocess.run(
+        [sys.executable, str(bench), "--requests", "20", "--concurrency", "4", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    modes = [row.split("|")[1].strip() for row in rows[1:]]
+    assert modes == [
+        m for m in ("agent.run", "invoke()", "ASGI app", "HTTP (uvicorn)") for _ in "12"
+    ]
