@@ -208,7 +208,9 @@ async def test_urls_a_wire_cannot_take_are_refused_naming_the_provider(
 
 async def test_a_refusal_ends_an_agent_run_with_the_typed_error() -> None:
     capture = Capture()
-    run = Agent(ollama(capture)).run("Describe it.", attachments=[Attachment.from_url(CAT)])
+    client = ollama(capture)
+    client.model = "llava:7b"  # a vision model (llama3.1:8b's profile refuses images first)
+    run = Agent(client).run("Describe it.", attachments=[Attachment.from_url(CAT)])
     with pytest.raises(AttachmentError, match=r"'cat.png' \(image/png\).*ollama cannot take it"):
         await run
     assert capture.bodies == []

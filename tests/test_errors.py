@@ -30,6 +30,7 @@ def test_missing_configuration_and_bad_keys_are_value_errors() -> None:
         errors.ToolError("tool failed"),
         errors.MaxIterationsExceeded("too many", max_iterations=3),
         errors.RunAborted("stopped", reason="user"),
+        errors.ContextLengthError("too long", estimated_tokens=9, context_length=8, model="m"),
     ],
     ids=lambda e: type(e).__name__,
 )

@@ -1,5 +1,7 @@
 import json
 import typing
+from datetime import date
+from decimal import Decimal
 
 import pytest
 
@@ -7,6 +9,7 @@ from glassagent import Agent, LLMResponse, Message, ModelSettings, ToolCall, Usa
 from glassagent import events as ev
 from glassagent.errors import UserError
 from glassagent.llm import Attachment, ToolDefinition
+from glassagent.profiles import Cost
 from glassagent.testing import ScriptedClient
 
 COMMON = {"run_id": "r1", "seq": 7}
@@ -80,6 +83,13 @@ SAMPLES: list[ev.BaseEvent] = [
         usage=Usage(5, 6),
         latency_ms=12.5,
         raw_stop_reason="tool_calls",
+        cost=Cost(
+            Decimal("0.0000165"),
+            "USD",
+            "profile",
+            priced_as="gemini-2.5-flash (gemini profile)",
+            as_of=date(2026, 11, 24),
+        ),
         **COMMON,
     ),
     ev.LLMRetryEvent(
@@ -109,6 +119,15 @@ SAMPLES: list[ev.BaseEvent] = [
         is_error=False,
         error=None,
         duration_ms=3.5,
+        **COMMON,
+    ),
+    ev.BudgetExceededEvent(
+        limit="max_cost",
+        reason="the cost of the run cannot be known (the client reported no token usage)",
+        text="so far",
+        usage=Usage(10, 2),
+        cost=Cost(None, reason="the client reported no token usage for the call"),
+        iterations=1,
         **COMMON,
     ),
 ]
@@ -174,6 +193,24 @@ def test_standard_dict_shapes() -> None:
     }
 
 
+def test_a_cost_is_a_decimal_string_in_json_and_round_trips_exactly() -> None:
+    assert SAMPLES[11].to_dict()["cost"] == {
+        "amount": "0.0000165",
+        "currency": "USD",
+        "source": "profile",
+        "reason": None,
+        "priced_as": "gemini-2.5-flash (gemini profile)",
+        "as_of": "2026-11-24",
+    }
+    again = ev.parse_event(json.loads(json.dumps(SAMPLES[11].to_dict())))
+    assert again.cost.amount == Decimal("0.0000165")  # type: ignore[union-attr]
+    assert isinstance(again.cost.amount, Decimal)  # type: ignore[union-attr]
+    budget = SAMPLES[-1].to_dict()
+    assert budget["type"] == "budget_exceeded"
+    assert budget["limit"] == "max_cost"
+    assert budget["cost"]["amount"] is None
+
+
 def test_events_are_immutable() -> None:
     import dataclasses
 
@@ -197,6 +234,10 @@ def test_dicts_from_before_the_stop_reason_fields_still_parse() -> None:
     response = SAMPLES[11].to_dict()
     del response["raw_stop_reason"]
     assert ev.parse_event(response).raw_stop_reason is None  # type: ignore[union-attr]
+    del response["cost"]
+    cost = ev.parse_event(response).cost  # type: ignore[union-attr]
+    assert cost.amount is None
+    assert cost.reason == "no cost was recorded"
 
 
 def test_invalid_dicts_are_user_errors() -> None:

@@ -1,6 +1,7 @@
 """glassagent: typed, async, tool-using LLM agents whose every step is visible."""
 
 from glassagent._agent.agent import Agent
+from glassagent._agent.budget import Budget
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import GlassAgentError
@@ -17,6 +18,7 @@ __all__ = [
     "Agent",
     "AgentRun",
     "BaseLLMClient",
+    "Budget",
     "Event",
     "GlassAgentError",
     "LLMResponse",
@@ -34,7 +36,7 @@ __all__ = [
 
 # Each name carries the public module that documents it (glassagent.llm.Message, ...), set
 # here too so that it does not depend on which modules were imported.
-publish("glassagent.agent", globals(), ["Agent", "AgentRun", "RunResult"])
+publish("glassagent.agent", globals(), ["Agent", "AgentRun", "Budget", "RunResult"])
 publish("glassagent.errors", globals(), ["GlassAgentError"])
 publish("glassagent.llm", globals(), ["BaseLLMClient", "LLMResponse", "Message", "ModelSettings"])
 publish("glassagent.llm", globals(), ["ToolCall", "Usage"])

@@ -4,8 +4,9 @@
 """
 
 from glassagent._agent.agent import Agent, AttachmentLike
+from glassagent._agent.budget import Budget
 from glassagent._agent.run import ABORT_GRACE_SECONDS, AgentRun
-from glassagent._core.result import RunResult, RunStopReason
+from glassagent._core.result import BudgetLimit, RunResult, RunStopReason
 from glassagent._public import publish
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "Agent",
     "AgentRun",
     "AttachmentLike",
+    "Budget",
+    "BudgetLimit",
     "RunResult",
     "RunStopReason",
 ]

@@ -3,7 +3,8 @@
 ```text
 GlassAgentError
 ├── UserError                     misuse: bad tool definitions, bad arguments
-│   └── AttachmentError           an attachment the policy or the provider refuses (.provider)
+│   ├── AttachmentError           an attachment the policy, provider or model refuses (.provider)
+│   └── ContextLengthError        longer than the model's context window (.estimated_tokens)
 ├── ConfigurationError            missing or invalid configuration (also a ValueError)
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
@@ -30,6 +31,7 @@ from glassagent._core.errors import (
     AuthenticationError,
     ConfigurationError,
     ContentBlockedError,
+    ContextLengthError,
     GlassAgentError,
     HistoryAppendError,
     HistoryConflictError,
@@ -54,6 +56,7 @@ __all__ = [
     "AuthenticationError",
     "ConfigurationError",
     "ContentBlockedError",
+    "ContextLengthError",
     "GlassAgentError",
     "HistoryAppendError",
     "HistoryConflictError",

@@ -14,12 +14,13 @@ llm_request -> llm_retry* -> thinking_chunk* -> text_chunk* -> llm_response
 llm_request -> ... -> llm_response -> complete
 ```
 
-and ends with exactly one of ``complete``, ``aborted`` or ``error``.
+and ends with exactly one of ``complete``, ``aborted``, ``error`` or ``budget_exceeded``.
 """
 
 from glassagent._core.events import (
     AbortedEvent,
     BaseEvent,
+    BudgetExceededEvent,
     CompleteEvent,
     ContextScore,
     ContextSelectionEvent,
@@ -44,6 +45,7 @@ from glassagent._public import publish
 __all__ = [
     "AbortedEvent",
     "BaseEvent",
+    "BudgetExceededEvent",
     "CompleteEvent",
     "ContextScore",
     "ContextSelectionEvent",

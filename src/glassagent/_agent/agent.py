@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
@@ -47,6 +48,7 @@ class Agent(Generic[DepsT]):
         "_context_tools",
         "_definitions",
         "_tools",
+        "budget",
         "client",
         "context_settings",
         "max_iterations",
@@ -68,6 +70,7 @@ class Agent(Generic[DepsT]):
         run_timeout: float | None = None,
         context_tools: Iterable[ContextTool] = (),
         context_settings: ContextSettings | None = None,
+        budget: Budget | None = None,
     ) -> None:
         """Create an agent.
 
@@ -87,9 +90,13 @@ class Agent(Generic[DepsT]):
                 goes with every request of the run (see `ContextTool`).
             context_settings: How context tools are selected and where their output goes
                 (`None`: `ContextSettings()`).
+            budget: Limits on what each run may spend (cost, tokens, model calls), checked
+                before each model call; a run that would pass one stops with
+                ``stop_reason="budget"``, keeping what it produced (`None`: no limits).
 
         Raises:
-            UserError: On a non-client, duplicate tool names or a bad limit.
+            UserError: On a non-client, duplicate tool names, a bad limit or a budget that
+                is not a `Budget`.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -98,6 +105,8 @@ class Agent(Generic[DepsT]):
         for name, value in (("tool_timeout", tool_timeout), ("run_timeout", run_timeout)):
             if value is not None and not value > 0:
                 raise UserError(f"`{name}` must be a positive number of seconds.")
+        if budget is not None and not isinstance(budget, Budget):
+            raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         by_name: dict[str, Tool] = {}
         for item in tools:
             wrapped = as_tool(item)
@@ -116,6 +125,8 @@ class Agent(Generic[DepsT]):
         """Default seconds per tool call."""
         self.run_timeout: float | None = run_timeout
         """Seconds a whole run may take (`None`: no limit)."""
+        self.budget: Budget | None = budget
+        """Limits on what each run may spend (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         self._context_tools = _context_tools(context_tools)
@@ -188,6 +199,7 @@ class Agent(Generic[DepsT]):
             max_iterations=self.max_iterations,
             tool_timeout=self.tool_timeout,
             run_timeout=self.run_timeout,
+            budget=self.budget,
             deps=deps,
             append_to=history if append_to_history else None,
             append_below=history.current_node if history is not None else None,

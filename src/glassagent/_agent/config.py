@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from glassagent._core.errors import HistoryAppendError
 
 if TYPE_CHECKING:
+    from glassagent._agent.budget import Budget
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
@@ -29,6 +30,8 @@ class RunConfig:
     max_iterations: int
     tool_timeout: float | None = None
     run_timeout: float | None = None
+    budget: Budget | None = None
+    """Limits on what the run may spend (`None`: none)."""
     deps: Any = None
     append_to: History | None = None
     """The history the turn is appended to when the run ends (`None`: none)."""
@@ -41,7 +44,7 @@ class RunConfig:
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:
-    """Append a finished or aborted run's new messages to ``config.append_to``.
+    """Append a finished, aborted or budget-stopped run's new messages to ``config.append_to``.
 
     A failed run leaves the history exactly as it was.
 
@@ -50,7 +53,7 @@ def append_turn(config: RunConfig, result: RunResult) -> None:
             refusal as ``__cause__``; the messages appended before it stay.
     """
     history = config.append_to
-    if history is None or result.stop_reason not in ("end_turn", "aborted"):
+    if history is None or result.stop_reason not in ("end_turn", "aborted", "budget"):
         return
     node = config.append_below
     appended: list[str] = []

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.events import ToolExecution
 from glassagent._core.messages import LLMResponse, Message, RetryNotice, ToolCall
 from glassagent._core.result import ToolResult
 
@@ -77,6 +78,21 @@ def aborted_result(
     """The result recorded for a tool call cancelled by an abort."""
     output = f"Error: tool call aborted ({reason})."
     return ToolResult(call.id, call.name, output, True, duration_ms, ui_info)
+
+
+def execution(call: ToolCall, tool: Tool | None, result: ToolResult) -> ToolExecution:
+    """The ``function_execution_complete`` event payload of a finished call."""
+    return ToolExecution(
+        function_name=call.name,
+        tool_name=tool.name if tool else None,
+        args=call.input,
+        result=result.output,
+        is_error=result.is_error,
+        duration_ms=result.duration_ms,
+        has_ui=result.ui_info is not None,
+        ui_info=result.ui_info,
+        call_id=call.id,
+    )
 
 
 def partial_message(text: str, thinking: str) -> Message | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from glassagent._agent import decide
 from glassagent._agent.config import append_turn
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
+from glassagent._agent.guard import RunGuard
 from glassagent._agent.think import read_answer
 from glassagent._core.errors import (
     HistoryAppendError,
@@ -25,6 +26,7 @@ from glassagent._core.errors import (
 )
 from glassagent._core.events import (
     AbortedEvent,
+    BudgetExceededEvent,
     CompleteEvent,
     ErrorEvent,
     Event,
@@ -36,7 +38,6 @@ from glassagent._core.events import (
     SendingFunctionResponseEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
-    ToolExecution,
     ToolProgressEvent,
 )
 from glassagent._core.messages import (
@@ -54,6 +55,7 @@ from glassagent._tools.execute import ToolInterrupted, execute_call
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from glassagent._agent.budget import BudgetStop
     from glassagent._agent.config import RunConfig
     from glassagent._tools.tool import Tool
 
@@ -101,6 +103,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._interrupt: KeyboardInterrupt | None = None
         self._coroutine: Coroutine[Any, Any, RunResult] | None = None
         self._claimed = False  # awaited, iterated, scheduled, aborted or closed
+        self._guard = RunGuard()  # the model's profile and the budget
 
     # ---- public face -------------------------------------------------------------------
 
@@ -264,6 +267,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         try:
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
+            self._config = self._guard.start(self._config, self._conversation)
             await self._loop()
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
@@ -337,6 +341,9 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         iteration = 0
         while True:
             iteration += 1
+            if stop := self._guard.before_call(self._conversation, self._config):
+                self._end_budget(stop)
+                return
             response = await self._think(iteration)
             step = decide.next_step(response)
             if isinstance(step, decide.Finish):
@@ -408,6 +415,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         if not text and response.text:
             self._emit(TextChunkEvent, text=response.text, is_follow_up=follow_up)
         self._usage += response.usage
+        cost = self._guard.after_call(response)
         self._emit(
             LLMResponseEvent,
             iteration=iteration,
@@ -419,6 +427,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             latency_ms=(time.perf_counter() - started) * 1000,
             protocol_error=response.protocol_error,
             raw_stop_reason=response.raw_stop_reason,
+            cost=cost,
         )
         self._model_stop = response.stop_reason
         self._conversation.append(client.format_assistant_message(response))
@@ -530,17 +539,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         return result
 
     def _emit_complete(self, call: ToolCall, tool: Tool | None, result: ToolResult) -> None:
-        execution = ToolExecution(
-            function_name=call.name,
-            tool_name=tool.name if tool else None,
-            args=call.input,
-            result=result.output,
-            is_error=result.is_error,
-            duration_ms=result.duration_ms,
-            has_ui=result.ui_info is not None,
-            ui_info=result.ui_info,
-            call_id=call.id,
-        )
+        execution = decide.execution(call, tool, result)
         self._emit(FunctionExecutionCompleteEvent, execution=execution)
 
     # ---- endings -----------------------------------------------------------------------
@@ -555,6 +554,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             iterations=self._iterations,
             stop_reason=stop_reason,
             model_stop_reason=self._model_stop,
+            cost=self._guard.cost,
         )
 
     def _keep_partial(self) -> str:
@@ -575,6 +575,12 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         text = self._keep_partial()
         self._emit(AbortedEvent, text=text, reason=reason)
         self._finalise(text, "aborted", RunAborted(f"The run was aborted: {reason}", reason=reason))
+
+    def _end_budget(self, stop: BudgetStop) -> None:
+        text = decide.last_assistant_text(self._conversation, self._prior)
+        fields = {"usage": self._usage, "cost": self._guard.cost, "iterations": self._iterations}
+        self._emit(BudgetExceededEvent, limit=stop.limit, reason=stop.reason, text=text, **fields)
+        self._end(text, "budget")
 
     def _end_failed(self, exc: Exception) -> None:
         stop: Literal["max_iterations", "error"]

@@ -57,6 +57,27 @@ class AttachmentError(UserError):
         self.provider = provider
 
 
+class ContextLengthError(UserError):
+    """A conversation is longer than the model's context window (its profile's ``context_length``).
+
+    Raised by the agent before the request is sent, from an estimate of its size (see
+    ``docs/profiles.md``), instead of the provider's opaque refusal.
+
+    Attributes:
+        estimated_tokens: The estimated size of the request in tokens.
+        context_length: The tokens the model reads at most (prompt and answer together).
+        model: The model's id.
+    """
+
+    def __init__(
+        self, message: str, *, estimated_tokens: int, context_length: int, model: str
+    ) -> None:
+        super().__init__(message)
+        self.estimated_tokens = estimated_tokens
+        self.context_length = context_length
+        self.model = model
+
+
 class ConfigurationError(GlassAgentError, ValueError):
     """Required configuration is missing or invalid, e.g. an API key or a base URL."""
 

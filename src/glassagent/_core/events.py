@@ -20,6 +20,8 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
+from glassagent._core.result import NOT_RECORDED, BudgetLimit
+from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -277,6 +279,30 @@ class ContextToolCompleteEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BudgetExceededEvent(BaseEvent):
+    """The agent's `Budget` stopped the run before a model call. Always the last event of it.
+
+    What the run produced so far is kept (`RunResult.stop_reason` is ``budget``).
+    """
+
+    type: Literal["budget_exceeded"] = "budget_exceeded"
+    """Event tag."""
+    limit: BudgetLimit
+    """The limit the next call would have passed: ``max_cost``, ``max_tokens`` or
+    ``max_model_calls``."""
+    reason: str
+    """What was spent, what the next call would have added, and the limit."""
+    text: str
+    """The last answer text of the run, if any."""
+    usage: Usage
+    """Tokens used by the run's model calls."""
+    cost: Cost
+    """What the run's model calls cost."""
+    iterations: int
+    """Number of model calls made."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class LLMRequestEvent(BaseEvent):
     """A model call is about to be made: the neutral request, exactly as sent to the client."""
 
@@ -326,6 +352,9 @@ class LLMResponseEvent(BaseEvent):
     """Set when the reply did not follow the client's tool protocol and the client fell back."""
     raw_stop_reason: str | None = None
     """The provider's own finish reason, as sent (e.g. ``length`` or ``MAX_TOKENS``)."""
+    cost: Cost = NOT_RECORDED
+    """What this call cost, priced from `usage` by the model's profile (or genai-prices);
+    unpriced (``amount=None``) with the reason when it cannot be priced."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,6 +390,7 @@ Event: TypeAlias = (
     | ErrorEvent
     | ContextSelectionEvent
     | ContextToolCompleteEvent
+    | BudgetExceededEvent
     | LLMRequestEvent
     | LLMResponseEvent
     | LLMRetryEvent

@@ -6,12 +6,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.messages import Message, StopReason, Usage
+from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
 
-RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error"]
-"""How an agent run ended (why the model stopped: `RunResult.model_stop_reason`)."""
+RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error", "budget"]
+"""How an agent run ended (why the model stopped: `RunResult.model_stop_reason`); ``budget``
+when the agent's `Budget` stopped it before a model call."""
+
+BudgetLimit = Literal["max_cost", "max_tokens", "max_model_calls"]
+"""Which limit of a `Budget` stopped a run."""
+
+NOT_RECORDED = Cost(None, reason="no cost was recorded")
+"""The cost of a result or event made without one (by hand, or read from an older dict)."""
 
 _CUT: frozenset[StopReason] = frozenset({"max_tokens", "content_filter", "other"})
 
@@ -56,6 +64,9 @@ class RunResult:
     """Why the model stopped its last answer (`LLMResponse.stop_reason`): ``end_turn`` for a
     complete answer, ``max_tokens`` when the token limit cut it, ...; `None` when no answer
     arrived."""
+    cost: Cost = NOT_RECORDED
+    """What the run's model calls cost: the sum of each ``llm_response`` event's cost (zero
+    when no call was made); unpriced, with the reason, when a call could not be priced."""
 
     @property
     def truncated(self) -> bool:

@@ -80,7 +80,8 @@ class Cost:
     def __str__(self) -> str:
         if self.amount is None:
             return f"unpriced ({self.reason})"
-        return f"{self.amount} {self.currency} ({self.source})"
+        source = f" ({self.source})" if self.source else ""
+        return f"{self.amount} {self.currency}{source}"
 
 
 def cost_of(

@@ -1,0 +1,218 @@
+"""`RunGuard`: what the model's profile and the agent's `Budget` allow, checked around each call.
+
+At the start of a run: attachments of a modality the model cannot read are refused, a model
+without native function calling gets the JSON tool protocol, and a cost budget on a model that
+cannot be priced is refused. Before each model call: the request must fit the model's context
+window, and the call must fit the budget. After each call: its cost.
+
+Sizes are estimated cheaply: about four characters per token (`CHARS_PER_TOKEN`) of the
+request's text, corrected by the prompt tokens the last call reported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from decimal import Decimal
+from functools import reduce
+from operator import add
+from typing import TYPE_CHECKING
+
+from glassagent._agent import budget as budgets
+from glassagent._core.errors import AttachmentError, ContextLengthError, UserError
+from glassagent._core.messages import LLMResponse, Message, ToolDefinition, Usage
+from glassagent._profiles.cost import Cost, cost_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from glassagent._agent.budget import BudgetStop
+    from glassagent._agent.config import RunConfig
+    from glassagent._core.client import BaseLLMClient
+    from glassagent._profiles.model import Modality, ModelProfile
+
+CHARS_PER_TOKEN = 4
+"""The size estimate's ratio: about four characters of English text or code per token."""
+
+_NO_USAGE = "the client reported no token usage for the call"
+_TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml"})
+
+
+def request_chars(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
+) -> int:
+    """The characters of a request's text: messages, tool calls, tool definitions, system.
+
+    Attachments are not counted: what a file costs in tokens depends on the provider.
+    """
+    chars = len(system or "")
+    for tool in tools:
+        chars += len(tool.name) + len(tool.description) + len(_dumps(tool.parameters))
+    for message in messages:
+        chars += len(message.content) + len(message.thinking or "") + len(message.name or "")
+        for call in message.tool_calls:
+            chars += len(call.name) + len(_dumps(call.input))
+    return chars
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, default=repr, separators=(",", ":"))
+
+
+def modality_of(mime_type: str | None) -> Modality | None:
+    """The modality of a media type; `None` for one the check does not know (it passes)."""
+    mime = (mime_type or "").split(";")[0].strip().lower()
+    major = mime.partition("/")[0]
+    if mime == "application/pdf":
+        return "pdf"
+    if major in ("image", "audio", "video"):
+        return major  # type: ignore[return-value]  # one of the three
+    if major == "text" or mime in _TEXT_TYPES:
+        return "text"
+    return None
+
+
+def check_modalities(profile: ModelProfile, messages: Sequence[Message], provider: str) -> None:
+    """Refuse an attachment of a modality the model cannot read, before any request.
+
+    Raises:
+        AttachmentError: Naming the attachment, its modality and what the model reads.
+    """
+    takes = profile.features.input_modalities
+    for message in messages:
+        for attachment in message.attachments:
+            modality = modality_of(attachment.mime_type)
+            if modality is None or modality == "text" or modality in takes:
+                continue
+            raise AttachmentError(
+                f"Attachment {attachment.name or attachment.mime_type!r} "
+                f"({attachment.mime_type}) is {modality} input, but the model "
+                f"{profile.id!r} reads only {', '.join(takes)} (features.input_modalities of "
+                f"its profile, {profile.origin}). Remove the attachment, or use a model that "
+                f"reads {modality}.",
+                provider=provider,
+            )
+
+
+class RunGuard:
+    """The profile and budget checks of one run (`AgentRun` calls it; see the module)."""
+
+    def __init__(self) -> None:
+        self._config: RunConfig | None = None
+        self._profile: ModelProfile | None = None
+        self._calls = 0
+        self._tokens = 0  # as reported, or estimated for calls that reported no usage
+        self._costs: list[Cost] = []
+        self._zero = Cost(Decimal(0))
+        self._known: tuple[int, int] | None = None  # (prompt tokens, chars) of the last call
+        self._pending = (0, 0)  # (chars, estimated tokens) of the call being made
+
+    @property
+    def cost(self) -> Cost:
+        """What the run's model calls cost so far (zero before the first)."""
+        return reduce(add, self._costs) if self._costs else self._zero
+
+    def start(self, config: RunConfig, messages: Sequence[Message]) -> RunConfig:
+        """The run's configuration, its client wrapped when the profile asks for it.
+
+        Raises:
+            AttachmentError: For an attachment the model cannot read.
+            UserError: For a cost budget on a model that cannot be priced.
+            ConfigurationError: For an invalid profile file.
+        """
+        from glassagent._agent.json_tools import JsonToolsClient
+
+        client = config.client
+        profile = self._profile = client.profile
+        if profile is not None:
+            check_modalities(profile, messages, client.provider_name)
+            if not profile.features.supports_function_calling and client.tool_protocol == "native":
+                config = replace(config, client=JsonToolsClient(client))
+            if profile.pricing is not None:
+                self._zero = Cost(Decimal(0), profile.pricing.currency)
+        self._config = config
+        if config.budget is not None and config.budget.max_cost is not None:
+            self._check_priced(config.budget)
+        return config
+
+    def _check_priced(self, budget: budgets.Budget) -> None:
+        probe = self._price(Usage(input_tokens=1000, output_tokens=1000))
+        client = self._client
+        if probe.amount is None:
+            raise UserError(
+                f"The agent's budget has a max_cost, but calls of {client.model!r} "
+                f"({client.provider_name}) cannot be priced: {probe.reason}. Add pricing to "
+                "the model's profile (docs/profiles.md), or budget max_tokens instead."
+            )
+        if probe.currency != budget.currency:
+            raise UserError(
+                f"The agent's budget has a max_cost in {budget.currency}, but {client.model!r} "
+                f"is priced in {probe.currency}: give Budget(currency={probe.currency!r})."
+            )
+
+    @property
+    def _client(self) -> BaseLLMClient:
+        assert self._config is not None, "RunGuard.start was not called"
+        return self._config.client
+
+    def _price(self, usage: Usage) -> Cost:
+        """`cost_of` the call: by the profile, else by genai-prices under the client's names."""
+        if self._profile is not None:
+            return cost_of(usage, self._profile)
+        client = self._client
+        return cost_of(usage, None, model=client.model, provider=client.provider_name)
+
+    def before_call(self, messages: Sequence[Message], config: RunConfig) -> BudgetStop | None:
+        """Check the request about to be sent; a `BudgetStop` when the budget forbids it.
+
+        Raises:
+            ContextLengthError: When the request is larger than the model's context window.
+        """
+        chars = request_chars(messages, config.definitions, config.system)
+        if self._known is None:
+            tokens = chars // CHARS_PER_TOKEN
+        else:
+            known_tokens, known_chars = self._known
+            tokens = max(0, known_tokens + (chars - known_chars) // CHARS_PER_TOKEN)
+        self._pending = (chars, tokens)
+        profile = self._profile
+        if profile is not None and tokens > profile.capabilities.context_length:
+            limit = profile.capabilities.context_length
+            raise ContextLengthError(
+                f"The request to {profile.id!r} is about {tokens} tokens (estimated), more "
+                f"than its context_length of {limit} tokens (its profile, {profile.origin}). "
+                "Shorten the conversation, or use a model with a larger context window.",
+                estimated_tokens=tokens,
+                context_length=limit,
+                model=profile.id,
+            )
+        if config.budget is None:
+            return None
+        next_call = budgets.NextCall(tokens, self._price(Usage(input_tokens=tokens)))
+        return budgets.check(config.budget, self._calls, self._tokens, self.cost, next_call)
+
+    def after_call(self, response: LLMResponse) -> Cost:
+        """Record a finished call; return its cost.
+
+        A call whose client reported no usage is unpriced (never a silent zero); the budget
+        counts its tokens as estimated from the request and the answer.
+        """
+        chars, estimated = self._pending
+        usage = response.usage
+        self._calls += 1
+        if usage.total_tokens == 0:
+            answer = Message(
+                role="assistant",
+                content=response.text,
+                thinking=response.thinking,
+                tool_calls=response.tool_calls,
+            )
+            self._tokens += estimated + request_chars([answer], (), None) // CHARS_PER_TOKEN
+            cost = Cost(None, reason=_NO_USAGE)
+        else:
+            self._tokens += usage.total_tokens
+            cost = self._price(usage)
+        if usage.input_tokens > 0:
+            self._known = (usage.input_tokens, chars)
+        self._costs.append(cost)
+        return cost

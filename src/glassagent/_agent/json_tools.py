@@ -1,0 +1,123 @@
+"""`JsonToolsClient`: any client, offering tools by the JSON tool protocol.
+
+The agent wraps a client in it for a run when the model's profile says it has no native
+function calling and the client would offer tools natively: the request carries the tools in
+the system prompt and the earlier tool rounds as protocol JSON, and the reply is read back into
+text, thinking and tool calls (`glassagent._providers.json_protocol`). The client itself is
+never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from glassagent._core.client import BaseLLMClient
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    RetryNotice,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+    ToolProtocol,
+)
+from glassagent._providers import json_protocol
+
+if TYPE_CHECKING:
+    from glassagent._core.result import ToolResult
+    from glassagent._profiles.model import ModelProfile
+
+_Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None"]
+
+
+class JsonToolsClient(BaseLLMClient):
+    """`inner`, with tools offered by the JSON tool protocol instead of natively."""
+
+    tool_protocol: ToolProtocol = "json"
+
+    def __init__(self, inner: BaseLLMClient) -> None:
+        self.inner = inner
+        self.provider_name = inner.provider_name
+        self.model = inner.model
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        """The wrapped client's profile."""
+        return self.inner.profile
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
+    ) -> _Request:
+        """The request the wrapped client sends: no native tools, earlier rounds as JSON."""
+        encoded = json_protocol.encode_history(messages)
+        if tools:
+            system = json_protocol.system_prompt(system, tools)
+        return encoded, (), system
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """The wrapped client's answer, its protocol reply read into text and tool calls."""
+        response = await self.inner.chat(*self._request(messages, tools, system), settings=settings)
+        return json_protocol.read_response(response) if tools else response
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the wrapped client's answer; with tools, the reply's text follows at the end.
+
+        The reply is protocol JSON, so its text is not streamed as it comes: the thought and
+        the answer follow as one delta each once the reply is complete.
+        """
+        parts = self.inner.stream(*self._request(messages, tools, system), settings=settings)
+        thinking: list[str] = []
+        try:
+            async for part in parts:
+                if not tools:
+                    yield part
+                elif isinstance(part, ThinkingDelta):
+                    thinking.append(part.text)
+                    yield part
+                elif isinstance(part, RetryNotice):
+                    thinking.clear()  # the next attempt streams its thinking anew
+                    yield part
+                elif isinstance(part, LLMResponse):
+                    response = json_protocol.read_response(part)
+                    for delta in json_protocol.final_deltas(response, "".join(thinking)):
+                        yield delta
+                    yield response
+                elif not isinstance(part, TextDelta):
+                    yield part
+        finally:
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def format_assistant_message(self, response: LLMResponse) -> Message:
+        """The wrapped client's assistant message."""
+        return self.inner.format_assistant_message(response)
+
+    def format_tool_result(self, call: ToolCall, result: ToolResult) -> Message:
+        """The wrapped client's tool message."""
+        return self.inner.format_tool_result(call, result)
+
+    async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
+        """Always ``json``."""
+        return "json"
+
+    def __repr__(self) -> str:
+        return f"JsonToolsClient({self.inner!r})"
