@@ -94,7 +94,8 @@ async def open_client(
     try:
         client = create_llm_client(provider, model=model, **options)
     except ConfigurationError as exc:
-        raise BadInput(str(exc)) from exc
+        unknown = str(exc).startswith("Unknown provider")
+        raise BadInput(f"{exc}{' The CLI also knows: local.' if unknown else ''}") from exc
     except TypeError as exc:  # a plugin's factory without `base_url` (or `model`)
         raise BadInput(f"the {provider} provider does not take these options: {exc}") from exc
     async with client:
