@@ -135,6 +135,13 @@ def test_run_continues_and_saves_a_history_file(project: Path, tmp_path: Path) -
     history = History.load(saved)
     contents = [m.content for m in history.thread()]
     assert contents == ["First question", "First answer.", "Second question", "Second answer."]
+    with ScriptedModel() as model:
+        chat = run_cli(
+            "chat", *model.args(), "--history", str(saved), cwd=tmp_path, input="/history"
+        )
+    assert chat.returncode == 0, chat.stderr
+    assert f"(continuing 4 messages of {saved})" in chat.stdout
+    assert "assistant: Second answer." in chat.stdout
 
 
 def test_keys_come_from_dot_env_and_are_never_shown(project: Path, tmp_path: Path) -> None:

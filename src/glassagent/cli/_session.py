@@ -179,6 +179,9 @@ class Chat:
             f"glassagent chat | {agent.client.provider_name}/{agent.client.model} | "
             f"{session.root} | /help for commands"
         )
+        if len(self.history):
+            count = len(self.history.thread())
+            session.view.note(f"(continuing {count} messages of {session.options.history})")
         while not self.leaving:
             session.interrupts.handler = self.reader.interrupt
             line = await self.reader.readline("> ")
