@@ -9,7 +9,17 @@ import pytest
 
 import glassagent
 
-PUBLIC_MODULES = ["llm", "tools", "events", "agent", "errors", "testing", "history", "local"]
+PUBLIC_MODULES = [
+    "llm",
+    "tools",
+    "events",
+    "agent",
+    "errors",
+    "testing",
+    "history",
+    "local",
+    "workspace",
+]
 
 
 def test_top_level_all_is_sorted_and_resolves() -> None:

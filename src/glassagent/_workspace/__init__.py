@@ -1,0 +1,1 @@
+"""Implementation package; import from `glassagent.workspace` instead."""

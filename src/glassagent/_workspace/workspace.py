@@ -1,0 +1,284 @@
+"""`Workspace`: a folder the model may list, read, write and edit, and run commands in."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeAlias
+
+from pydantic import Field
+
+from glassagent._core.errors import ToolError, UserError
+from glassagent._core.messages import ToolCall
+from glassagent._tools.context import ToolContext
+from glassagent._tools.tool import Tool
+from glassagent._workspace import files, listing
+from glassagent._workspace.command import MAX_COMMAND_SECONDS, CommandOutcome, run_command
+from glassagent._workspace.paths import Confinement
+
+Confirm: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
+"""``confirm(call) -> bool`` (or an awaitable of it): may this change go ahead?
+
+It receives a `ToolCall` with the call's id, the tool's name (``write_file``, ``edit_file``
+or ``execute_command``) and the arguments the tool will use, defaults filled in. A plain
+function runs on the event loop, so one that waits for a person should be async.
+"""
+
+_DECLINED: dict[str, Any] = {"declined": True}  # the ui_info of a declined call
+
+Offset = Annotated[int, Field(ge=1)]
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class Workspace:
+    """A folder the model may work in, given to an agent as tools (`tools`).
+
+    The tools are ``list_files``, ``read_file``, ``write_file``, ``edit_file`` and, with
+    ``allow_commands=True``, ``execute_command``. Every path the model gives is resolved in
+    `root`: one that leads outside it (``..``, an absolute path elsewhere, a symbolic link
+    pointing out) is refused with an error result the model reads, and the run goes on.
+
+    - ``list_files`` lists a folder at every depth, folders marked with a trailing ``/``,
+      skipping ``.git``, ``node_modules``, ``__pycache__``, ``.venv`` and the like; at most
+      500 entries, then a note of how many were left out.
+    - ``read_file`` numbers the lines; ``offset`` and ``limit`` count lines. It reads at
+      most `max_read_bytes` per call and says where to read on; binary files are reported,
+      not shown.
+    - ``write_file`` replaces a whole file atomically (a temporary file in the same folder,
+      then a rename; the file keeps its mode) and creates missing folders.
+    - ``edit_file`` replaces one exact occurrence of a text; none or several are an error
+      result saying which.
+    - ``execute_command`` runs a ``sh`` command line in `root`, in a process group of its
+      own, without input. Each output line is a ``tool_progress`` event as it comes; the
+      result holds the output (at most `max_output_bytes`, cut in the middle) and the exit
+      code. Its timeout (60 s unless the model asks otherwise, 600 s at most) kills the whole
+      group, and so do the end of the command, an abort and a cancellation: nothing it
+      started outlives the call. Environment variables whose names look like secrets
+      (``API_KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD``, ``CREDENTIAL``) are left out of
+      its environment, so that a command cannot hand a key to the model. Commands are not
+      confined like paths: a command reaches whatever the program can reach.
+
+    Example:
+        ```python
+        workspace = Workspace("project", allow_commands=True, confirm=ask_the_user)
+        agent = Agent(client, workspace.tools)
+        ```
+    """
+
+    __slots__ = (
+        "_confinement",
+        "_tools",
+        "allow_commands",
+        "confirm",
+        "max_output_bytes",
+        "max_read_bytes",
+    )
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        allow_commands: bool = False,
+        confirm: Confirm | None = None,
+        max_read_bytes: int = 100_000,
+        max_output_bytes: int = 30_000,
+    ) -> None:
+        """Give the model the folder `root`.
+
+        Args:
+            root: An existing folder; paths the model gives are relative to it.
+            allow_commands: Whether to offer ``execute_command`` (absent from `tools`
+                otherwise). POSIX systems only.
+            confirm: Asked before each ``write_file``, ``edit_file`` and ``execute_command``
+                call (see `Confirm`); a no goes back to the model as an error result
+                ("the user declined ..."); the call's ``function_execution_complete`` event
+                has ``is_error=True`` and ``ui_info={"declined": True}``. `None`: changes go
+                ahead unasked.
+            max_read_bytes: Most bytes one ``read_file`` call reads; a longer file is shown
+                in parts, with a note telling the model where to read on.
+            max_output_bytes: Most bytes of a command's output sent to the model; longer
+                output keeps its start and its end, with a note where it was cut.
+
+        Raises:
+            UserError: When `root` is not an existing folder, a limit is not a positive
+                integer, `confirm` is not callable, or commands are asked for on Windows.
+        """
+        for name, value in (
+            ("max_read_bytes", max_read_bytes),
+            ("max_output_bytes", max_output_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"`{name}` must be a positive number of bytes, got {value!r}.")
+        if confirm is not None and not callable(confirm):
+            raise UserError(f"`confirm` must be callable, got {confirm!r}.")
+        if allow_commands and sys.platform == "win32":
+            raise UserError("`execute_command` needs a POSIX system (process groups).")
+        self._confinement = Confinement(root)
+        self.allow_commands: bool = allow_commands
+        """Whether ``execute_command`` is offered."""
+        self.confirm: Confirm | None = confirm
+        """Asked before each change; `None` lets changes go ahead unasked."""
+        self.max_read_bytes: int = max_read_bytes
+        """Most bytes one ``read_file`` call reads."""
+        self.max_output_bytes: int = max_output_bytes
+        """Most bytes of a command's output sent to the model."""
+        self._tools = self._make_tools()
+
+    @property
+    def root(self) -> Path:
+        """The workspace folder, absolute, symbolic links resolved."""
+        return self._confinement.root
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools to give an agent: ``Agent(client, workspace.tools)``."""
+        return self._tools
+
+    def __repr__(self) -> str:
+        return f"Workspace(root={str(self.root)!r}, allow_commands={self.allow_commands})"
+
+    def _make_tools(self) -> tuple[Tool, ...]:
+        made = [
+            Tool(self._list_files, name="list_files"),
+            Tool(self._read_file, name="read_file"),
+            Tool(self._write_file, name="write_file"),
+            Tool(self._edit_file, name="edit_file"),
+        ]
+        if self.allow_commands:
+            made.append(Tool(self._execute_command, name="execute_command"))
+        return tuple(made)
+
+    async def _approve(self, ctx: ToolContext[Any], arguments: dict[str, Any]) -> None:
+        """Ask `confirm`; a no becomes the tool's error result, its ``ui_info`` marked declined."""
+        if self.confirm is None:
+            return
+        answer = self.confirm(ToolCall(ctx.call_id, ctx.tool_name, arguments))
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if not answer:
+            ctx.ui_info = dict(_DECLINED)
+            raise ToolError(
+                f"the user declined this {ctx.tool_name} call, so nothing was done. Do not "
+                "repeat it unchanged; ask the user how to go on if unsure."
+            )
+
+    # ---- the tools: their docstrings are what the model reads ----------------------------
+
+    def _list_files(self, path: str = ".", pattern: str | None = None) -> str:
+        """List the files and folders under a folder of the workspace, at every depth.
+
+        One entry per line, as a path relative to the workspace (ready for read_file);
+        folders end with "/". Version control and tool folders (.git, node_modules,
+        __pycache__, .venv, ...) are left out. At most 500 entries are shown; a note says
+        how many more there are.
+
+        Args:
+            path: The folder to list, relative to the workspace; "." is the workspace itself.
+            pattern: Only entries matching this glob, e.g. "*.py". A pattern without "/" is
+                matched against names, one with "/" against paths under `path`.
+        """
+        folder = self._confinement.resolve(path)
+        return listing.list_entries(folder, self.root, pattern, path)
+
+    def _read_file(
+        self, path: str, offset: Offset | None = None, limit: Offset | None = None
+    ) -> str:
+        """Read a text file of the workspace; each line comes with its line number.
+
+        A long file is shown in parts: a note at the end says which offset to read on from.
+        Binary files are reported, not shown.
+
+        Args:
+            path: The file, relative to the workspace.
+            offset: The line number to start at (1 is the first line).
+            limit: The most lines to show.
+        """
+        resolved = self._confinement.resolve(path)
+        return files.read_lines(resolved, path, offset, limit, self.max_read_bytes)
+
+    async def _write_file(self, path: str, content: str, ctx: ToolContext[Any]) -> str:
+        """Write a whole file of the workspace: create it, or replace all of its content.
+
+        Missing folders on the way are created. To change part of a file, use edit_file.
+
+        Args:
+            path: The file, relative to the workspace.
+            content: The complete new content of the file.
+            ctx: Injected by the agent.
+        """
+        self._confinement.resolve(path)  # refuse before asking
+        await self._approve(ctx, {"path": path, "content": content})
+        return await asyncio.to_thread(self._write, path, content)
+
+    def _write(self, path: str, content: str) -> str:
+        return files.write_text(self._confinement.resolve(path), path, content)
+
+    async def _edit_file(self, path: str, old: str, new: str, ctx: ToolContext[Any]) -> str:
+        """Replace one exact piece of text in a file of the workspace.
+
+        `old` must occur exactly once in the file, character for character (indentation and
+        line breaks included); include enough surrounding lines to make it unique. Read the
+        file first. To replace a whole file, use write_file.
+
+        Args:
+            path: The file, relative to the workspace.
+            old: The exact text to replace; it must occur once in the file.
+            new: The text to put in its place.
+            ctx: Injected by the agent.
+        """
+        if self.confirm is not None:  # refuse what would fail before asking
+            resolved = self._confinement.resolve(path)
+            await asyncio.to_thread(files.edited, resolved, path, old, new)
+            await self._approve(ctx, {"path": path, "old": old, "new": new})
+        return await asyncio.to_thread(self._edit, path, old, new)
+
+    def _edit(self, path: str, old: str, new: str) -> str:
+        return files.apply_edit(self._confinement.resolve(path), path, old, new)
+
+    async def _execute_command(
+        self, command: str, ctx: ToolContext[Any], timeout: Seconds = 60
+    ) -> str:
+        """Run a shell command (sh) in the workspace folder and return its output.
+
+        Standard output and error come together, followed by the exit code. The command gets
+        no input. Long output keeps its start and end. Anything the command started in the
+        background is stopped when it ends.
+
+        Args:
+            command: The shell command line, e.g. "pytest -q tests/test_io.py".
+            timeout: Seconds before the command is stopped (at most 600).
+            ctx: Injected by the agent.
+        """
+        await self._approve(ctx, {"command": command, "timeout": timeout})
+        seconds = min(timeout, MAX_COMMAND_SECONDS)
+        outcome = await run_command(
+            command,
+            cwd=self.root,
+            timeout=seconds,
+            max_output_bytes=self.max_output_bytes,
+            on_line=ctx.progress_nowait,
+            abort=ctx.abort_event,
+        )
+        return _report(outcome, seconds)
+
+
+def _report(outcome: CommandOutcome, seconds: float) -> str:
+    """The command's result for the model; a command stopped early is an error result."""
+    output = outcome.output or "(no output)\n"
+    if not output.endswith("\n"):
+        output += "\n"
+    if outcome.ending == "timed_out":
+        raise ToolError(
+            f"the command did not finish within {seconds:g} s; it was stopped, with everything "
+            f"it started. Its output until then:\n{output}"
+        )
+    if outcome.ending == "aborted":
+        raise ToolError(f"the command was stopped: the run was aborted. Its output:\n{output}")
+    code = outcome.exit_code
+    if code is None:
+        return f"{output}[exit code unknown]"
+    return f"{output}[exit code {code}]" if code >= 0 else f"{output}[killed by signal {-code}]"

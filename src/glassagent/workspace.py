@@ -1,0 +1,13 @@
+"""A workspace: tools that let the model list, read, write and edit the files of one folder.
+
+``Workspace(root).tools`` gives an agent ``list_files``, ``read_file``, ``write_file`` and
+``edit_file``, confined to `root`; ``allow_commands=True`` adds ``execute_command``, whose
+output lines stream as ``tool_progress`` events. ``confirm`` is asked before each change.
+"""
+
+from glassagent._public import publish
+from glassagent._workspace.workspace import Confirm, Workspace
+
+__all__ = ["Confirm", "Workspace"]
+
+publish(__name__, globals(), __all__)
