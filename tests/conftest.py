@@ -30,7 +30,12 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.upper().endswith(_SECRET_SUFFIXES) or name.lower() in _PROXY_VARS:
             monkeypatch.delenv(name, raising=False)
-    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT"):
+    for name in (
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_CLOUD_PROJECT",
+        "GLASSAGENT_PROFILE_PATH",
+    ):
         monkeypatch.delenv(name, raising=False)
     # providers registered by a test (or a docs example) end with it
     monkeypatch.setattr("glassagent._providers.factory._registered", {})

@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "history",
     "local",
     "workspace",
+    "profiles",
 ]
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from glassagent._core.result import ToolResult
+    from glassagent._profiles.model import ModelProfile
 
 
 class BaseLLMClient(ABC):
@@ -39,6 +40,20 @@ class BaseLLMClient(ABC):
     """The model this client talks to."""
     tool_protocol: ToolProtocol = "native"
     """How this client offers tools to the model (shown in ``llm_request`` events)."""
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        """The profile of `model` served by `provider_name` (`glassagent.profiles.get_profile`).
+
+        Profiles are read once per process, on first use; ``None`` when no profile describes
+        the model.
+
+        Raises:
+            ConfigurationError: When a profile file or plugin is invalid.
+        """
+        from glassagent._profiles.load import get_profile
+
+        return get_profile(self.model, self.provider_name)
 
     @abstractmethod
     async def chat(

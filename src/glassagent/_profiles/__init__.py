@@ -1,0 +1,1 @@
+"""Model profiles and cost (documented in `glassagent.profiles`)."""

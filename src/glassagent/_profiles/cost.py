@@ -1,0 +1,204 @@
+"""`cost_of`: what a model call cost, from its usage and the model's pricing.
+
+Prices come from the model's profile; a model whose profile has no pricing (or that has no
+profile) is priced by genai-prices when it is installed (``pip install "glassagent[prices]"``).
+Every `Cost` says which source priced it, or why nothing could.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from glassagent._core.messages import Usage
+    from glassagent._profiles.model import ModelProfile, Pricing
+
+CostSource = Literal["profile", "genai-prices", "mixed"]
+"""Who priced a cost: the model's profile, genai-prices, or both (a sum of costs)."""
+
+_MILLION = Decimal(1_000_000)
+_PRICE_NAMES = ("input", "output", "thinking", "cached_input", "cache_write")
+
+# glassagent provider name -> genai-prices provider id
+_GENAI_PROVIDERS = {"anthropic": "anthropic", "gemini": "google", "openai": "openai"}
+# providers that run models on the user's own machine: no price database knows their price
+_LOCAL_PROVIDERS = frozenset({"local", "llama", "ollama"})
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one or more model calls cost, or why that is not known.
+
+    A priced cost has an `amount` and a `source`; an unpriced one has ``amount=None`` and a
+    `reason`, never a silent zero. Costs of one currency add up with ``+``; a sum with an
+    unpriced cost is unpriced (it keeps the first reason).
+    """
+
+    amount: Decimal | None
+    """The cost in `currency` (exact, not rounded), or ``None`` when it is not known."""
+    currency: str = "USD"
+    """The ISO 4217 currency code."""
+    source: CostSource | None = None
+    """Who priced it; ``None`` when unpriced."""
+    reason: str | None = None
+    """Why the cost is not known; ``None`` when priced."""
+    priced_as: str | None = None
+    """The prices used: the profile's model and provider, or genai-prices' provider and model
+    with its version."""
+    as_of: date | None = None
+    """The day the profile's prices were read (``None`` for genai-prices)."""
+
+    def __post_init__(self) -> None:
+        if (self.amount is None) != (self.reason is not None):
+            raise ValueError("A Cost has either an amount or a reason, not both or neither.")
+
+    @property
+    def priced(self) -> bool:
+        """Whether the amount is known."""
+        return self.amount is not None
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        if self.amount is None or other.amount is None:
+            return self if self.amount is None else other
+        if self.currency != other.currency:
+            return Cost(None, self.currency, reason="costs in different currencies do not add up")
+        source = self.source if self.source == other.source else "mixed"
+        return Cost(
+            self.amount + other.amount,
+            self.currency,
+            source,
+            priced_as=self.priced_as if self.priced_as == other.priced_as else None,
+            as_of=self.as_of if self.as_of == other.as_of else None,
+        )
+
+    def __str__(self) -> str:
+        if self.amount is None:
+            return f"unpriced ({self.reason})"
+        return f"{self.amount} {self.currency} ({self.source})"
+
+
+def cost_of(
+    usage: Usage,
+    profile: ModelProfile | None,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+) -> Cost:
+    """What a call with `usage` cost, priced by `profile`, else by genai-prices.
+
+    Input tokens read from the provider's prompt cache (``usage.cache_read_tokens``) and
+    written into it (``usage.cache_write_tokens``), both counted in ``usage.input_tokens``,
+    cost the profile's cached-input and cache-write prices where it gives them, and thinking
+    tokens its thinking price; otherwise the input and output prices. When the prompt is
+    longer than a pricing tier's threshold, that tier's prices apply to the whole call. Price
+    each call's usage and add the `Cost`s: a usage summed over calls would miss the tiers.
+
+    Without pricing in `profile`, genai-prices (the ``prices`` extra) prices the call when it
+    knows the model. This function never raises for a call it cannot price: it returns a
+    `Cost` with ``amount=None`` and the reason.
+
+    Args:
+        usage: The call's token counts.
+        profile: The model's profile (`get_profile`, `BaseLLMClient.profile`), if any.
+        model: The model id for genai-prices; by default the profile's id.
+        provider: The glassagent provider name for genai-prices (``gemini``, ``openai``,
+            ``anthropic``...); by default the profile's provider.
+    """
+    problem = _check_usage(usage)
+    if problem is not None:
+        return Cost(None, reason=problem)
+    if profile is not None and profile.pricing is not None:
+        return _from_pricing(usage, profile.pricing, f"{profile.id} ({profile.provider} profile)")
+    model = model or (profile.id if profile is not None else None)
+    provider = provider or (profile.provider if profile is not None else None)
+    if model is None:
+        return Cost(None, reason="no profile and no model id to price the call by")
+    return _from_genai_prices(usage, model, provider)
+
+
+def _check_usage(usage: Usage) -> str | None:
+    counts = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.thinking_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+    if any(count < 0 for count in counts):
+        return f"the usage has negative token counts: {usage!r}"
+    if usage.cache_read_tokens + usage.cache_write_tokens > usage.input_tokens:
+        return f"the usage counts more cached tokens than input tokens: {usage!r}"
+    return None
+
+
+def _from_pricing(usage: Usage, pricing: Pricing, priced_as: str) -> Cost:
+    prices = {name: getattr(pricing, f"{name}_per_1m_tokens") for name in _PRICE_NAMES}
+    for tier in pricing.tiers:  # lowest threshold first: the last one exceeded applies
+        if usage.input_tokens > tier.above_input_tokens:
+            for name in _PRICE_NAMES:
+                tier_price = getattr(tier, f"{name}_per_1m_tokens")
+                if tier_price is not None:
+                    prices[name] = tier_price
+    input_price: Decimal = prices["input"]
+    output_price: Decimal = prices["output"]
+
+    def price(name: str, default: Decimal) -> Decimal:
+        given: Decimal | None = prices[name]
+        return default if given is None else given
+
+    uncached = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+    amount = (
+        uncached * input_price
+        + usage.cache_read_tokens * price("cached_input", input_price)
+        + usage.cache_write_tokens * price("cache_write", input_price)
+        + usage.output_tokens * output_price
+        + usage.thinking_tokens * price("thinking", output_price)
+    ) / _MILLION
+    return Cost(amount, pricing.currency, "profile", priced_as=priced_as, as_of=pricing.as_of)
+
+
+def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
+    if provider is not None and provider.lower() in _LOCAL_PROVIDERS:
+        return Cost(
+            None,
+            reason=f"{model!r} runs locally ({provider}) and its profile has no pricing; "
+            "add pricing to a profile of it",
+        )
+    try:
+        genai_prices: Any = importlib.import_module("genai_prices")
+    except ImportError:
+        return Cost(
+            None,
+            reason=f"no pricing for {model!r} in a profile, and genai-prices is not installed "
+            '(pip install "glassagent[prices]")',
+        )
+    counts = {
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens + usage.thinking_tokens,
+        "output_reasoning_tokens": usage.thinking_tokens,
+    }
+    provider_id = _GENAI_PROVIDERS.get((provider or "").lower())
+    try:
+        calculation = genai_prices.calc_price(
+            genai_prices.Usage(**{key: value for key, value in counts.items() if value}),
+            model,
+            provider_id=provider_id,
+        )
+    except Exception as exc:  # genai-prices raises LookupError for a model it does not know
+        reason = f"no pricing for {model!r} in a profile, nor in genai-prices: {exc}"
+        return Cost(None, reason=reason)
+    version = getattr(genai_prices, "__version__", "?")
+    return Cost(
+        Decimal(calculation.total_price),
+        "USD",
+        "genai-prices",
+        priced_as=f"{calculation.provider.id}/{calculation.model.id} (genai-prices {version})",
+    )
