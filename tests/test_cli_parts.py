@@ -18,6 +18,7 @@ import pytest
 import glassagent.cli
 from glassagent import LLMResponse, ToolCall
 from glassagent.cli import _options, _setup, _terminal, _view
+from glassagent.errors import ProviderError
 from glassagent.events import (
     FunctionCallStartEvent,
     FunctionExecutionCompleteEvent,
@@ -28,8 +29,9 @@ from glassagent.events import (
     ToolExecution,
     ToolProgressEvent,
 )
+from glassagent.history import History
 from glassagent.llm import Usage, register_provider
-from glassagent.testing import ScriptedClient
+from glassagent.testing import FunctionClient, ScriptedClient
 
 CLI = Path(glassagent.cli.__file__).parent
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_project"
@@ -333,3 +335,42 @@ def test_main_reports_bad_input_in_one_line(
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == f"glassagent: the workspace {str(tmp_path / 'missing')!r} does not exist\n"
+
+
+def failing(error: Exception) -> None:
+    def answer(*_: object) -> str:
+        raise error
+
+    register_provider("failing", lambda **options: FunctionClient(answer))
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "message"),
+    [
+        (ProviderError("no such model", status=404), 2, "does not know the model 'function'"),
+        (ProviderError("overloaded", status=500), 1, "ProviderError: overloaded"),
+    ],
+)
+def test_main_turns_a_failed_run_into_an_exit_code(
+    error: Exception, code: int, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing(error)
+    args = ["run", "--provider", "failing", "--workspace", str(SAMPLE), "hi"]
+    assert glassagent.cli.main(args) == code
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_main_saves_an_aborted_turn_and_exits_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def answer(*_: object) -> str:
+        raise KeyboardInterrupt  # as a client interrupted mid-call does
+
+    register_provider("interrupted", lambda **options: FunctionClient(answer))
+    saved = tmp_path / "h.json"
+    args = ["run", "--provider", "interrupted", "--workspace", str(SAMPLE), "--history"]
+    assert glassagent.cli.main([*args, str(saved), "hi"]) == 130
+    assert [m.content for m in History.load(saved).thread()] == ["hi"]
+    assert "aborted: interrupted (KeyboardInterrupt)" in capsys.readouterr().err

@@ -107,6 +107,9 @@ class Session:
             result = await run
         except GlassAgentError as exc:
             result, error = getattr(exc, "result", None), exc
+        except KeyboardInterrupt:  # Ctrl-C where no signal handler could be set, or a client's
+            reason = "interrupted (KeyboardInterrupt)"
+            result, error = run.result, RunAborted(f"The run was aborted: {reason}", reason=reason)
         finally:
             self.interrupts.handler = None
         turn = Turn(result, error, time.perf_counter() - started)
