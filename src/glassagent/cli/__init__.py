@@ -1,0 +1,15 @@
+"""The coding agent's command line: ``glassagent chat`` and ``glassagent run "PROMPT"``.
+
+A thin layer over the public API: an `Agent` with a `glassagent.workspace.Workspace`'s tools,
+a client from `glassagent.llm.create_llm_client` (or the embedded local model of
+`glassagent.local`), and a `glassagent.history.History` for the conversation. Each event of
+a run is shown as it happens, or printed as one JSON line with ``--json``. Needs nothing
+beyond glassagent itself; the ``cli`` extra (``pip install "glassagent[cli]"``) adds colour
+on terminals (rich) and reading keys from a ``.env`` file (python-dotenv).
+
+See the docs' page *The coding agent* for the options and exit codes.
+"""
+
+from glassagent.cli._main import main
+
+__all__ = ["main"]

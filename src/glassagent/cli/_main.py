@@ -1,0 +1,108 @@
+"""`main`: parse, set up, run a command, and turn how it ended into an exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from glassagent import __version__
+from glassagent.cli._options import Options, UsageError, parse
+from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
+from glassagent.cli._session import (
+    EXIT_ABORTED,
+    EXIT_BAD_INPUT,
+    EXIT_ERROR,
+    Session,
+    chat,
+    run_once,
+)
+from glassagent.cli._setup import BadInput, read_dotenv
+from glassagent.cli._view import HumanView, JsonView, View, error_line
+
+EXIT_BROKEN_PIPE = 141
+"""Exit code when standard output was closed early (as for a process ended by SIGPIPE)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``glassagent [chat|run] [options]`` and return its exit code.
+
+    The console scripts ``glassagent`` and ``ai-agent`` and ``python -m glassagent`` call it.
+    Exit codes: 0 when the command completed, 1 on an error, 2 on bad input (an unknown
+    provider or model, a missing key, a workspace that does not exist, an invalid history
+    file), 130 when aborted (Ctrl-C), 141 when standard output was closed early.
+
+    Args:
+        argv: The arguments, without the program's name; by default ``sys.argv[1:]``.
+    """
+    try:
+        options = parse(sys.argv[1:] if argv is None else argv, __version__)
+    except UsageError as exc:
+        _line(sys.stderr, f"glassagent: {exc}")
+        return EXIT_BAD_INPUT
+    except SystemExit as exc:  # after --help or --version
+        return exc.code if isinstance(exc.code, int) else 0
+    errors = human_view(sys.stderr, colour=_is_terminal(sys.stderr))
+    try:
+        return asyncio.run(_run(options, errors))
+    except BadInput as exc:
+        errors.note(f"glassagent: {exc}", "red")
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return EXIT_ABORTED
+    except Exception as exc:  # a failure of the CLI itself or of a provider's setup
+        if options.debug:
+            import traceback
+
+            traceback.print_exception(exc)
+        errors.note(f"glassagent: {error_line(exc)}", "red")
+        return EXIT_ERROR
+
+
+async def _run(options: Options, errors: HumanView) -> int:
+    session = Session(options, _view(options, errors), errors)
+    read_dotenv(Path.cwd(), session.note)
+    try:
+        if options.command == "run":
+            return await run_once(session)
+        return await chat(session)
+    except asyncio.CancelledError:  # Ctrl-C while the session was being set up
+        session.fail("aborted")
+        return EXIT_ABORTED
+
+
+def _view(options: Options, errors: HumanView) -> View:
+    if options.json:
+        return JsonView(sys.stdout, errors)
+    terminal = _is_terminal(sys.stdout)
+    if terminal and not rich_installed():
+        errors.note(f"glassagent: {INSTALL_HINT}")
+    return human_view(sys.stdout, colour=terminal)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _line(stream: TextIO, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so the exit's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # pragma: no cover - no usable stdout at all
+        pass

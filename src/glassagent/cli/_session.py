@@ -1,0 +1,238 @@
+"""The two commands: ``run`` (one turn) and ``chat`` (turns until the user leaves)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from glassagent import Agent, RunResult
+from glassagent.cli._options import Options
+from glassagent.cli._setup import (
+    BadInput,
+    check_workspace,
+    load_history,
+    open_client,
+    provider_of,
+    settings_for,
+)
+from glassagent.cli._terminal import Interrupts, LineReader, asking, declining
+from glassagent.cli._view import HumanView, Turn, View, error_line
+from glassagent.errors import GlassAgentError, ProviderError, RunAborted, UserError
+from glassagent.history import History
+from glassagent.llm import ToolCall
+from glassagent.workspace import Workspace
+
+DEFAULT_SYSTEM = (
+    "You are a coding agent working in a project folder. Use the tools to look at and change "
+    "its files; every path is relative to that folder. Read a file before you change it. "
+    "When you are done, answer briefly: what you found, or what you changed."
+)
+"""The system instructions unless ``--system`` replaces them."""
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
+
+Confirm = Callable[[ToolCall], "bool | Awaitable[bool]"]
+
+CHAT_HELP = (
+    "Commands: /history shows the conversation, /reset starts a new one, /exit leaves "
+    "(so do Ctrl-D and Ctrl-C at the prompt); Ctrl-C during a turn aborts it."
+)
+
+
+@dataclass
+class Session:
+    """What both commands share: the options, the views and Ctrl-C."""
+
+    options: Options
+    view: View
+    errors: HumanView
+    interrupts: Interrupts = field(default_factory=Interrupts)
+    root: Path | None = None
+    """The workspace folder, once checked."""
+
+    def note(self, text: str) -> None:
+        """A line about the session on standard error."""
+        self.errors.note(f"glassagent: {text}")
+
+    def fail(self, text: str, error: BaseException | None = None) -> None:
+        """An error as one line on standard error (and its traceback with ``--debug``)."""
+        if error is not None and self.options.debug:
+            traceback.print_exception(error)
+        self.errors.note(f"glassagent: {text}", "red")
+
+    @asynccontextmanager
+    async def agent(self, confirm: Confirm | None) -> AsyncIterator[Agent[None]]:
+        """The agent over the workspace and the model client; Ctrl-C meanwhile stops all.
+
+        Raises:
+            BadInput: For a workspace, provider, model or key that cannot work.
+        """
+        options = self.options
+        root = self.root = check_workspace(options.workspace)
+        provider = provider_of(options.provider, self.note)
+        try:
+            workspace = Workspace(root, allow_commands=options.allow_commands, confirm=confirm)
+        except UserError as exc:
+            raise BadInput(str(exc)) from exc
+        task = asyncio.current_task()
+        assert task is not None
+        with self.interrupts.installed(asyncio.get_running_loop()):
+            self.interrupts.handler = task.cancel
+            async with open_client(provider, options.model, options.base_url, self.note) as client:
+                yield Agent(
+                    client,
+                    workspace.tools,
+                    system=options.system if options.system is not None else DEFAULT_SYSTEM,
+                    max_iterations=options.max_iterations,
+                    settings=settings_for(provider),
+                )
+
+    async def play(self, agent: Agent[None], prompt: str, history: History) -> Turn:
+        """One turn, shown as it happens; Ctrl-C aborts it (a second one, again, leaves)."""
+        started = time.perf_counter()
+        run = agent.run(prompt, history=history, append_to_history=True)
+        self.interrupts.handler = lambda: run.abort("interrupted (Ctrl-C)")
+        result: RunResult | None
+        error: GlassAgentError | None = None
+        try:
+            async with run:
+                async for event in run:
+                    self.view.show(event)
+            result = await run
+        except GlassAgentError as exc:
+            result, error = getattr(exc, "result", None), exc
+        except KeyboardInterrupt:  # Ctrl-C where no signal handler could be set, or a client's
+            reason = "interrupted (KeyboardInterrupt)"
+            result, error = run.result, RunAborted(f"The run was aborted: {reason}", reason=reason)
+        finally:
+            self.interrupts.handler = None
+        turn = Turn(result, error, time.perf_counter() - started)
+        self.view.turn_done(turn)
+        return turn
+
+    def save(self, history: History, turn: Turn) -> bool:
+        """Save the history after a turn that added to it; False when saving failed."""
+        path = self.options.history
+        if path is None or turn.result is None:
+            return True
+        if turn.result.stop_reason not in ("end_turn", "aborted"):
+            return True  # a failed turn leaves the history as it was
+        try:
+            history.save(path)
+        except OSError as exc:
+            self.fail(f"the history could not be saved in {str(path)!r}: {exc}", exc)
+            return False
+        return True
+
+
+def unknown_model(turn: Turn) -> bool:
+    """Whether the first model call failed as a provider does for a model it does not know."""
+    error, result = turn.error, turn.result
+    return (
+        isinstance(error, ProviderError)
+        and error.status == 404
+        and result is not None
+        and result.iterations <= 1
+    )
+
+
+async def run_once(session: Session) -> int:
+    """``glassagent run``: one turn; the exit code tells how it ended."""
+    options = session.options
+    assert options.prompt is not None
+    history = load_history(options.history)
+    confirm = None if options.yes else declining(session.note)
+    async with session.agent(confirm) as agent:
+        turn = await session.play(agent, options.prompt, history)
+    saved = session.save(history, turn)
+    error = turn.error
+    if error is None:
+        return EXIT_OK if saved else EXIT_ERROR
+    if isinstance(error, RunAborted):
+        session.fail(f"aborted: {error.reason}")
+        return EXIT_ABORTED
+    if unknown_model(turn):
+        model = options.model or agent.client.model
+        session.fail(f"the provider does not know the model {model!r} (or the address is "
+                     f"wrong): {error_line(error)}", error)  # fmt: skip
+        return EXIT_BAD_INPUT
+    session.fail(error_line(error), error)
+    return EXIT_ERROR
+
+
+@dataclass
+class Chat:
+    """``glassagent chat``: a conversation, turn after turn, until the user leaves."""
+
+    session: Session
+    reader: LineReader
+    history: History
+    leaving: bool = False
+
+    async def converse(self, agent: Agent[None]) -> int:
+        """Prompt, run, show; until Ctrl-D, /exit, or Ctrl-C at the prompt or twice in a turn."""
+        session = self.session
+        session.view.note(
+            f"glassagent chat | {agent.client.provider_name}/{agent.client.model} | "
+            f"{session.root} | /help for commands"
+        )
+        if len(self.history):
+            count = len(self.history.thread())
+            session.view.note(f"(continuing {count} messages of {session.options.history})")
+        while not self.leaving:
+            session.interrupts.handler = self.reader.interrupt
+            line = await self.reader.readline("> ")
+            session.interrupts.handler = None
+            if line is None:
+                break
+            text = line.strip()
+            if text.startswith("/"):
+                self.command(text)
+            elif text:
+                await self.turn(agent, text)
+        session.errors.note("")
+        return EXIT_OK
+
+    async def turn(self, agent: Agent[None], prompt: str) -> None:
+        """One turn; Ctrl-C aborts it, a second Ctrl-C also leaves the chat afterwards."""
+        session = self.session
+        interrupts, before = session.interrupts, session.interrupts.count
+        turn = await session.play(agent, prompt, self.history)
+        if interrupts.count - before > 1:
+            self.leaving = True
+        if turn.error is not None and not isinstance(turn.error, RunAborted):
+            session.fail(error_line(turn.error), turn.error)
+        session.save(self.history, turn)
+
+    def command(self, text: str) -> None:
+        """A slash command: /exit, /reset, /history or /help."""
+        view, name = self.session.view, text.split()[0].lower()
+        if name in ("/exit", "/quit"):
+            self.leaving = True
+        elif name == "/reset":
+            self.history = load_history(None)
+            saved = self.session.options.history
+            extra = f"; its first turn replaces the conversation in {saved}" if saved else ""
+            view.note(f"(a new conversation{extra})")
+        elif name == "/history":
+            view.thread(self.history.thread())
+        elif name == "/help":
+            view.note(CHAT_HELP)
+        else:
+            view.note(f"unknown command {name}; {CHAT_HELP}", "yellow")
+
+
+async def chat(session: Session) -> int:
+    """``glassagent chat``: exit code 0 when the user leaves."""
+    options = session.options
+    history = load_history(options.history)
+    reader = LineReader(sys.stdin.fileno(), prompts=sys.stderr)
+    confirm = None if options.yes else asking(reader)
+    async with session.agent(confirm) as agent:
+        return await Chat(session, reader, history).converse(agent)

@@ -1,0 +1,182 @@
+"""What a session starts from: keys from ``.env``, the model client, the workspace, the history.
+
+Everything here is checked before anything runs or is written: a mistake is a `BadInput`
+(one line on standard error, exit code 2).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from glassagent import BaseLLMClient, ModelSettings
+from glassagent.errors import ConfigurationError, GlassAgentError
+from glassagent.history import AttachmentPolicy, History
+from glassagent.llm import create_llm_client
+
+LOCAL = "local"
+"""The provider name of the embedded local model (`glassagent.local`)."""
+
+LOCAL_CONTEXT_SIZE = 8192
+"""Context window of the embedded local model in the CLI, in tokens."""
+
+LOCAL_SETTINGS = ModelSettings(temperature=0)
+"""The small local model is steadier without sampling noise."""
+
+Note = Callable[[str], None]
+
+
+class BadInput(Exception):
+    """An option, file or key that cannot work: one line on standard error, exit code 2."""
+
+
+def read_dotenv(folder: Path, note: Note) -> None:
+    """Load ``folder/.env`` into the environment (set variables win); values are never shown."""
+    path = folder / ".env"
+    if not path.is_file():
+        return
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        note(f"{path} was not read: reading .env files needs `pip install 'glassagent[cli]'`")
+        return
+    load_dotenv(path, override=False)
+
+
+def choose_provider(environ: Mapping[str, str], *, genai_installed: bool) -> tuple[str, str]:
+    """The provider to use when none is given, and why: Gemini with a key, else local."""
+    has_key = bool(environ.get("GEMINI_API_KEY", "").strip())
+    if has_key and genai_installed:
+        return "gemini", "GEMINI_API_KEY is set"
+    if has_key:
+        return LOCAL, "GEMINI_API_KEY is set but google-genai is not installed"
+    return LOCAL, "GEMINI_API_KEY is not set"
+
+
+def genai_installed() -> bool:
+    """Whether the ``gemini`` extra (google-genai) can be imported."""
+    try:
+        return importlib.util.find_spec("google.genai") is not None
+    except ImportError:  # no `google` package at all
+        return False
+
+
+def provider_of(requested: str | None, note: Note) -> str:
+    """The provider's name: the one asked for, or the default (saying which, and why)."""
+    if requested is not None:
+        name = requested.strip().lower()
+        if not name:
+            raise BadInput("--provider needs a name")
+        return name
+    name, why = choose_provider(os.environ, genai_installed=genai_installed())
+    note(f"using the {name} provider ({why}; choose another with --provider)")
+    return name
+
+
+@asynccontextmanager
+async def open_client(
+    provider: str, model: str | None, base_url: str | None, note: Note
+) -> AsyncIterator[BaseLLMClient]:
+    """The model client of `provider`, closed (and a local server stopped) on exit.
+
+    Raises:
+        BadInput: For an unknown provider, a missing key or another bad configuration.
+    """
+    if provider == LOCAL:
+        async with _local_client(model, base_url, note) as local:
+            yield local
+        return
+    options: dict[str, Any] = {} if base_url is None else {"base_url": base_url}
+    try:
+        client = create_llm_client(provider, model=model, **options)
+    except ConfigurationError as exc:
+        unknown = str(exc).startswith("Unknown provider")
+        raise BadInput(f"{exc}{' The CLI also knows: local.' if unknown else ''}") from exc
+    except TypeError as exc:  # a plugin's factory without `base_url` (or `model`)
+        raise BadInput(f"the {provider} provider does not take these options: {exc}") from exc
+    async with client:
+        yield client
+
+
+def check_local(model: str | None, base_url: str | None) -> None:
+    """Check the local provider's options before anything starts.
+
+    Raises:
+        BadInput: For a ``--base-url``, or a ``--model`` that is not a file.
+    """
+    if base_url is not None:
+        raise BadInput("the local provider runs its own server: --base-url does not apply")
+    if model is not None and not Path(model).is_file():
+        raise BadInput(f"the local provider's --model must be a GGUF file; {model!r} is not a file")
+
+
+@asynccontextmanager
+async def _local_client(
+    model: str | None, base_url: str | None, note: Note
+) -> AsyncIterator[BaseLLMClient]:
+    """The embedded local model: its server runs while the session does."""
+    check_local(model, base_url)
+    try:
+        from glassagent.local import DEFAULT_MODEL, LocalServer
+    except ImportError as exc:  # pragma: no cover - glassagent.local imports nothing optional
+        raise BadInput(f"the local provider cannot be loaded: {exc}") from exc
+    name = Path(model).name if model else f"{DEFAULT_MODEL.name}, fetched once when missing"
+    note(f"starting the embedded local model ({name})")
+    server = LocalServer(model, context_size=LOCAL_CONTEXT_SIZE)
+    try:
+        await server.astart()
+    except ConfigurationError as exc:  # the extra is missing, or a bad model file
+        raise BadInput(str(exc)) from exc
+    try:
+        async with server.client() as client:
+            yield client
+    finally:
+        await server.astop()
+
+
+def settings_for(provider: str) -> ModelSettings | None:
+    """Generation settings the CLI gives a provider (`None`: the provider's own defaults)."""
+    return LOCAL_SETTINGS if provider == LOCAL else None
+
+
+def check_workspace(folder: Path) -> Path:
+    """The workspace folder, absolute.
+
+    Raises:
+        BadInput: When it does not exist or is not a folder.
+    """
+    if not folder.exists():
+        raise BadInput(f"the workspace {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise BadInput(f"the workspace {str(folder)!r} is not a folder")
+    return folder.resolve()
+
+
+def load_history(path: Path | None) -> History:
+    """The conversation to continue: read from `path`, or a new one when it does not exist yet.
+
+    Its attachments may not read local files (`AttachmentPolicy.safe`): a history file can
+    come from anyone.
+
+    Raises:
+        BadInput: When the file is not a valid history, cannot be read, or its folder does
+            not exist (so it could not be saved).
+    """
+    policy = AttachmentPolicy.safe()
+    if path is None:
+        return History(platform="glassagent", attachment_policy=policy)
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise BadInput(f"cannot save the history in {str(path)!r}: its folder does not exist")
+        return History(platform="glassagent", attachment_policy=policy)
+    try:
+        history = History.load(path, attachment_policy=policy)
+        history.to_messages()  # every message must be usable as model context
+    except (GlassAgentError, OSError) as exc:
+        problem = " ".join(str(exc).split())
+        raise BadInput(f"{str(path)!r} is not a usable history file: {problem}") from exc
+    return history

@@ -1,0 +1,291 @@
+"""How a session looks: every event as it happens, for people (`HumanView`) or programs.
+
+`HumanView` lays out the steps; a `Writer` puts its text on a stream, in colour (`RichWriter`
+in ``_rich``) or plain (`PlainWriter`). `JsonView` prints each event's ``to_dict()`` as one
+JSON line instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from glassagent import RunResult
+from glassagent.errors import GlassAgentError
+from glassagent.events import (
+    Event,
+    FunctionCallStartEvent,
+    FunctionExecutionCompleteEvent,
+    LLMRequestEvent,
+    LLMResponseEvent,
+    LLMRetryEvent,
+    TextChunkEvent,
+    ThinkingChunkEvent,
+    ToolExecution,
+    ToolProgressEvent,
+)
+from glassagent.history import HistoryMessage
+
+RESULT_LINES = 8
+"""Lines of a tool's result shown; the rest is summed up as "(N more lines)"."""
+LINE_CHARS = 160
+"""Characters of one shown line before it is cut."""
+VALUE_CHARS = 60
+"""Characters of one tool argument before it is cut."""
+
+
+class Writer(Protocol):
+    """Puts text on a stream, in a style (a rich style name; plain writers ignore it)."""
+
+    def write(self, text: str, style: str | None = None) -> None:
+        """Write `text` now (flushed)."""
+
+
+class PlainWriter:
+    """Text as is: for pipes, files and terminals without rich."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str, style: str | None = None) -> None:
+        """Write `text` and flush."""
+        self.stream.write(text)
+        self.stream.flush()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """How one turn ended: its result (also when aborted or failed), its error, its time."""
+
+    result: RunResult | None
+    error: GlassAgentError | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The symbols a view draws with."""
+
+    model: str = "·"
+    call: str = "⚙"
+    progress: str = "│"
+    ok: str = "✓"
+    failed: str = "✗"
+    rule: str = "──"
+    more: str = "…"
+    sep: str = "·"
+
+
+PLAIN_MARKS = Marks("*", "->", "|", "ok", "!!", "--", "...", "-")
+"""ASCII marks, for output that is not a terminal."""
+
+
+def one_line(text: str, limit: int = LINE_CHARS, more: str = "…") -> str:
+    """`text` on one line (whitespace runs become one space), cut to `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - len(more)] + more
+
+
+def short(text: str, limit: int, more: str = "…") -> str:
+    """`text` cut to `limit` characters."""
+    return text if len(text) <= limit else text[: limit - len(more)] + more
+
+
+def format_call(name: str, args: Mapping[str, Any] | str, more: str = "…") -> str:
+    """``name(key=value, ...)`` with JSON values, each cut to `VALUE_CHARS`."""
+    if isinstance(args, str):
+        return f"{name}({short(args, VALUE_CHARS, more)})"
+    shown = (
+        f"{key}={short(json.dumps(value, ensure_ascii=False), VALUE_CHARS, more)}"
+        for key, value in args.items()
+    )
+    return f"{name}({', '.join(shown)})"
+
+
+def is_declined(execution: ToolExecution) -> bool:
+    """Whether the user declined the call (the workspace marks it in ``ui_info``)."""
+    ui = execution.ui_info
+    return isinstance(ui, Mapping) and bool(ui.get("declined"))
+
+
+def error_line(error: BaseException) -> str:
+    """An error as one clear line: its type and its message."""
+    return one_line(f"{type(error).__name__}: {error}", 600)
+
+
+class HumanView:
+    """Each step as it happens: thinking dimmed, calls, progress, results, the streamed answer."""
+
+    def __init__(self, out: Writer, marks: Marks) -> None:
+        self.out = out
+        self.marks = marks
+        self._column = 0  # 0: at the start of a line
+        self._stream: str | None = None  # "text" or "thinking" while one streams
+
+    # ---- building blocks ---------------------------------------------------------------
+
+    def _put(self, text: str, style: str | None = None) -> None:
+        if text:
+            self.out.write(text, style)
+            last = text.rfind("\n")
+            self._column = len(text) - last - 1 if last >= 0 else self._column + len(text)
+
+    def _line(self, text: str, style: str | None = None) -> None:
+        """`text` on a line of its own."""
+        self._stream = None
+        if self._column:
+            self._put("\n")
+        self._put(text + "\n", style)
+
+    def _streamed(self, kind: str, text: str, style: str | None) -> None:
+        if self._stream != kind:
+            if self._column:
+                self._put("\n")
+            self._stream = kind
+        self._put(text, style)
+
+    def note(self, text: str, style: str | None = "dim") -> None:
+        """A line of the session's own (a banner, a command's answer)."""
+        self._line(text, style)
+
+    # ---- events ------------------------------------------------------------------------
+
+    def show(self, event: Event) -> None:
+        """Show one event of a run."""
+        marks = self.marks
+        match event:
+            case TextChunkEvent(text=text):
+                self._streamed("text", text, None)
+            case ThinkingChunkEvent(text=text):
+                self._streamed("thinking", text, "dim italic")
+            case LLMRequestEvent(iteration=iteration, provider=provider, model=model):
+                self._line(f"{marks.model} model call {iteration} ({provider}/{model})", "dim")
+            case LLMRetryEvent():
+                self._line(
+                    f"{marks.model} retry {event.attempt} in {event.delay:.1f} s: "
+                    f"{one_line(event.error, more=marks.more)}",
+                    "yellow",
+                )
+            case LLMResponseEvent():
+                self._response(event)
+            case FunctionCallStartEvent(function_name=name, args=args):
+                unknown = "" if event.tool_name else " (no such tool)"
+                self._line(f"{marks.call} {format_call(name, args, marks.more)}{unknown}", "cyan")
+            case ToolProgressEvent(message=message):
+                text = short(message.rstrip("\n"), LINE_CHARS, marks.more)
+                self._line(f"  {marks.progress} {text}", "dim")
+            case FunctionExecutionCompleteEvent(execution=execution):
+                self._result(execution)
+            case _:  # the run's start of tools, sending results, and its end: nothing to add
+                pass
+
+    def _response(self, event: LLMResponseEvent) -> None:
+        self._stream = None
+        if self._column:
+            self._put("\n")
+        if event.protocol_error:
+            self._line(f"  (the model broke the tool protocol: {event.protocol_error})", "yellow")
+        if event.stop_reason in ("max_tokens", "content_filter"):
+            self._line(f"  (the answer was cut short: {event.stop_reason})", "yellow")
+
+    def _result(self, execution: ToolExecution) -> None:
+        marks = self.marks
+        name, ms = execution.function_name, execution.duration_ms
+        if is_declined(execution):
+            self._line(f"  {marks.failed} {name} declined", "yellow")
+            return
+        if execution.is_error:
+            self._line(f"  {marks.failed} {name} failed ({ms:.0f} ms)", "red")
+        else:
+            self._line(f"  {marks.ok} {name} ({ms:.0f} ms)", "green")
+        lines = execution.result.splitlines()
+        for line in lines[:RESULT_LINES]:
+            self._line(f"    {short(line, LINE_CHARS, marks.more)}", "dim")
+        if len(lines) > RESULT_LINES:
+            self._line(f"    {marks.more} ({len(lines) - RESULT_LINES} more lines)", "dim")
+
+    def turn_done(self, turn: Turn) -> None:
+        """The turn's end: how it ended, its tokens and its time."""
+        result = turn.result
+        if result is not None and result.stop_reason == "aborted":
+            self._line("(aborted; what came so far is kept)", "yellow")
+        if result is None:
+            return
+        usage, marks = result.usage, self.marks
+        calls = "call" if result.iterations == 1 else "calls"
+        self._line(
+            f"{marks.rule} {usage.input_tokens:,} in / {usage.output_tokens:,} out tokens "
+            f"{marks.sep} {result.iterations} model {calls} {marks.sep} {turn.seconds:.1f} s",
+            "dim",
+        )
+
+    def thread(self, messages: Sequence[HistoryMessage]) -> None:
+        """Show a conversation thread (``/history``)."""
+        if not messages:
+            self.note("(the conversation is empty)")
+        for message in messages:
+            status = " [aborted]" if message.status == "aborted" else ""
+            role = f"{message.name} result" if message.role == "tool" else message.role
+            text = message.content or ""
+            if message.tool_calls:
+                calls = "; ".join(
+                    format_call(c.function_name, c.arguments, self.marks.more)
+                    for c in message.tool_calls
+                )
+                text = f"{text} {self.marks.call} {calls}" if text else f"{self.marks.call} {calls}"
+            self._line(f"{role}{status}: {one_line(text, 300, self.marks.more)}")
+
+
+def message_dict(message: HistoryMessage) -> dict[str, Any]:
+    """The parts of a stored message a reader of ``/history`` needs, as JSON values."""
+    return {
+        "id": message.id,
+        "role": message.role,
+        "content": message.content,
+        "status": message.status,
+        "thinking": message.thinking,
+        "tool_calls": [
+            {"id": c.tool_call_id, "name": c.function_name, "arguments": _plain(c.arguments)}
+            for c in message.tool_calls
+        ],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "is_error": message.is_error,
+    }
+
+
+def _plain(value: Mapping[str, Any] | str) -> dict[str, Any] | str:
+    return value if isinstance(value, str) else dict(value)
+
+
+class JsonView:
+    """Each event as one JSON line (its ``to_dict()``) on a stream, nothing else there."""
+
+    def __init__(self, stream: TextIO, notes: HumanView) -> None:
+        self.stream = stream
+        self.notes = notes
+
+    def _print(self, data: Any) -> None:
+        self.stream.write(json.dumps(data, ensure_ascii=False, default=repr) + "\n")
+        self.stream.flush()
+
+    def show(self, event: Event) -> None:
+        """Print the event's dict."""
+        self._print(event.to_dict())
+
+    def note(self, text: str, style: str | None = "dim") -> None:
+        """Session notes go to the notes view (standard error), never among the events."""
+        self.notes.note(text, style)
+
+    def turn_done(self, turn: Turn) -> None:
+        """Nothing to add: the run's last event tells how it ended."""
+
+    def thread(self, messages: Sequence[HistoryMessage]) -> None:
+        """The thread as one JSON line: ``{"type": "history", "messages": [...]}``."""
+        self._print({"type": "history", "messages": [message_dict(m) for m in messages]})
+
+
+View = HumanView | JsonView
+"""A session's view."""
