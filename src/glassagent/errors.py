@@ -13,6 +13,7 @@ GlassAgentError
 │   ├── ResponseParseError        malformed body or truncated stream
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
+├── MCPServerError                an MCP server failed to start, list or answer (.server)
 ├── HistoryValidationError        an invalid history document (.problems; also a ValueError)
 ├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
 ├── HistoryAppendError            a run's turn could not be appended to its history (.appended)
@@ -35,6 +36,7 @@ from glassagent._core.errors import (
     HistoryConflictError,
     HistoryValidationError,
     MaxIterationsExceeded,
+    MCPServerError,
     ProviderError,
     ProviderTimeoutError,
     ProviderUnavailableError,
@@ -58,6 +60,7 @@ __all__ = [
     "HistoryAppendError",
     "HistoryConflictError",
     "HistoryValidationError",
+    "MCPServerError",
     "MaxIterationsExceeded",
     "ProviderError",
     "ProviderTimeoutError",
