@@ -31,10 +31,21 @@ _SHUTDOWN_GRACE = 10.0
 child's input, wait, terminate it, wait, kill it: about 6 s at most)."""
 
 
-def describe(exc: BaseException) -> str:
-    """A one-line description of `exc`, the first leaf of an exception group."""
+def leaf(exc: BaseException) -> BaseException:
+    """`exc`, or the first exception inside it when it is an exception group."""
     while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def error_code(exc: BaseException) -> object:
+    """The JSON-RPC error code of an SDK error (`mcp.MCPError.code`), if it has one."""
+    return getattr(leaf(exc), "code", None)
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line description of `exc` (of its first leaf, for an exception group)."""
+    exc = leaf(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -112,7 +123,7 @@ class Connection:
 
     def _start_error(self, exc: BaseException) -> MCPServerError:
         """The error of a failed start; the cause is in the message, masked, not chained."""
-        if getattr(exc, "code", None) == CONNECTION_CLOSED:
+        if error_code(exc) == CONNECTION_CLOSED:
             cause = "it closed the connection (did it exit? its standard error may say why)"
         else:
             cause = self._transport.redact(describe(exc))

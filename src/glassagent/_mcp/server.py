@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from typing_extensions import Self
 
 from glassagent._core.errors import MCPServerError, ToolError, UserError
-from glassagent._mcp.connection import CONNECTION_CLOSED, REQUEST_TIMEOUT, Connection, describe
+from glassagent._mcp.connection import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    Connection,
+    describe,
+    error_code,
+)
 from glassagent._mcp.content import result_text
 from glassagent._mcp.transport import Http, Stdio, Transport, require_sdk, stdio_args
 from glassagent._tools.context import ToolContext
@@ -253,7 +259,7 @@ class MCPServer:
         return session
 
     def _failure(self, what: str, exc: BaseException, timeout: float | None) -> MCPServerError:
-        code = getattr(exc, "code", None)
+        code = error_code(exc)
         if code == REQUEST_TIMEOUT and timeout is not None:
             text = f"MCP server {self.name!r} did not answer {what} within {timeout:g} s."
         elif code == CONNECTION_CLOSED:
