@@ -342,3 +342,64 @@ async def test_an_http_url_nobody_listens_on_is_a_start_error_without_secrets() 
     error = caught.value
     assert (error.__cause__, error.__context__) == (None, None)
     assert "s3cret" not in str(error)
+
+
+def test_result_content_becomes_text() -> None:
+    import base64
+
+    from mcp_types import (
+        AudioContent,
+        BlobResourceContents,
+        EmbeddedResource,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    from glassagent._mcp.content import block_text, result_text
+
+    wav = base64.b64encode(b"RIFF" + bytes(96)).decode()
+    blocks = [
+        TextContent(text="first"),
+        AudioContent(data=wav, mime_type="audio/wav"),
+        EmbeddedResource(resource=TextResourceContents(uri="file:///a.txt", text="inside")),
+        EmbeddedResource(
+            resource=BlobResourceContents(uri="file:///b.bin", blob=wav, mime_type=None)
+        ),
+        ResourceLink(uri="file:///c.md", name="c", description="the notes"),
+    ]
+    assert result_text(blocks, None).splitlines() == [
+        "first",
+        "[audio: audio/wav, 100 bytes; not shown]",
+        "inside",
+        "[resource file:///b.bin: unknown type, 100 bytes; not shown]",
+        "[resource link file:///c.md (c): the notes]",
+    ]
+    assert result_text([], {"rows": [1, "é"]}) == '{"rows": [1, "é"]}'
+    assert result_text([], None) == ""
+
+    class Odd:
+        type = "hologram"
+
+    assert block_text(Odd()) == "[hologram content; not shown]"
+    assert block_text(AudioContent(data="@@not base64@@", mime_type="audio/x")) == (
+        "[audio: audio/x, 14 base64 characters; not shown]"
+    )
+
+
+def test_listed_tools_get_safe_names_and_bad_schemas_are_refused() -> None:
+    from types import SimpleNamespace
+
+    def remote(name: str, schema: dict[str, Any] | None = None) -> Any:
+        return SimpleNamespace(
+            name=name, description=None, title="Title", input_schema=schema or {"type": "object"}
+        )
+
+    server = MCPServer.stdio(PYTHON, [SERVER], tool_prefix="fs")
+    tools = server._tools([remote("read.file"), remote("x" * 80)])
+    assert [t.name for t in tools] == ["fs_read_file", "fs_" + "x" * 61]
+    assert tools[0].description == "Title"
+    with pytest.raises(MCPServerError, match="two tools named 'fs_a_b'"):
+        server._tools([remote("a.b"), remote("a/b")])
+    with pytest.raises(MCPServerError, match=r"its tool 'bad' cannot be used: .*JSON Schema"):
+        server._tools([remote("bad", {"type": "object", "properties": {"a": {"type": 3}}})])

@@ -208,3 +208,45 @@ def test_import_glassagent_does_not_import_jsonschema() -> None:
     code = "import sys, glassagent, glassagent.tools; print('jsonschema' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_many_problems_are_listed_briefly() -> None:
+    from glassagent._tools.tool import InvalidArguments
+
+    schema = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "integer"} for i in range(12)}
+        | {"long": {"enum": ["x" * 400]}},
+    }
+    made = Tool.from_schema("many", "", schema, weather)
+    with pytest.raises(InvalidArguments) as caught:
+        made._signature.bind({f"p{i}": "no" for i in range(12)} | {"long": "y"}, None)
+    problems = str(caught.value).split("; ")
+    assert len(problems) == 11
+    assert problems[0].startswith("long: 'y' is not one of ['xxx")
+    assert problems[0].endswith("...")
+    assert all(len(p) <= 310 for p in problems)
+    assert problems[-1] == "and 3 more"
+
+
+def test_context_parameters_are_found_or_refused() -> None:
+    schema = {"type": "object"}
+    assert Tool.from_schema("b", "", schema, print)._signature.context_param is None  # type: ignore[attr-defined]
+
+    def unresolvable(x: Nowhere, **kw: Any) -> None:  # type: ignore[name-defined]  # noqa: F821
+        return None
+
+    assert Tool.from_schema("u", "", schema, unresolvable)._signature.context_param is None  # type: ignore[attr-defined]
+
+    def two(a: ToolContext, b: ToolContext) -> None:
+        return None
+
+    def star(*ctx: ToolContext) -> None:
+        return None
+
+    with pytest.raises(UserError, match="one ToolContext"):
+        Tool.from_schema("two", "", schema, two)
+    with pytest.raises(UserError, match=r"\*args"):
+        Tool.from_schema("star", "", schema, star)
+    with pytest.raises(UserError, match="description"):
+        Tool.from_schema("d", None, schema, weather)  # type: ignore[arg-type]
