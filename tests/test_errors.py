@@ -28,6 +28,7 @@ def test_missing_configuration_and_bad_keys_are_value_errors() -> None:
         errors.ProviderUnavailableError("down", status=503, provider="x"),
         errors.ResponseParseError("garbled", provider="x"),
         errors.ToolError("tool failed"),
+        errors.MCPServerError("the server exited", server="notes"),
         errors.MaxIterationsExceeded("too many", max_iterations=3),
         errors.RunAborted("stopped", reason="user"),
         errors.ContextLengthError("too long", estimated_tokens=9, context_length=8, model="m"),

@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "workspace",
     "profiles",
     "server",
+    "mcp",
 ]
 
 
@@ -52,7 +53,7 @@ def test_import_is_cheap_and_imports_no_provider_sdk() -> None:
     code = (
         "import sys, glassagent\n"
         "heavy = [m for m in ('google.genai', 'openai', 'anthropic', 'pydantic.main', "
-        "'docstring_parser', 'httpx') if m in sys.modules]\n"
+        "'docstring_parser', 'httpx', 'mcp', 'jsonschema') if m in sys.modules]\n"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

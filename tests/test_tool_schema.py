@@ -133,7 +133,7 @@ def test_every_supported_type() -> None:
     assert props["f"] == {"type": "number"}
     assert props["b"] == {"type": "boolean"}
     assert props["maybe"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
-    assert props["pipe"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+    assert props["pipe"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
     assert props["mode"] == {"enum": ["fast", "slow"], "type": "string", "default": "fast"}
     assert props["color"] == {"$ref": "#/$defs/Color", "default": "red"}
     assert schema["$defs"]["Color"] == {"enum": ["red", "blue"], "type": "string"}
@@ -259,3 +259,41 @@ def test_default_values_keep_their_title_keys() -> None:
         return "ok"
 
     assert tag.parameters["properties"]["meta"]["default"] == {"title": "Untitled", "tags": []}
+
+
+def test_optional_parameters_are_exported_without_a_null_default() -> None:
+    """A ``"default": null`` led a small model to send ``null`` as the value."""
+
+    class Filters(BaseModel):
+        tag: str | None = None
+
+    @tool
+    def search(
+        query: str,
+        limit: Optional[int] = None,  # noqa: UP045 - the spelling of the report
+        filters: Filters | None = None,
+        meta: dict[str, object] = {"owner": None},  # noqa: B006
+    ) -> str:
+        """Search."""
+        return f"{query} {limit} {filters}"
+
+    props = search.parameters["properties"]
+    assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    assert "default" not in props["filters"]
+    assert search.parameters["$defs"]["Filters"]["properties"]["tag"] == {
+        "anyOf": [{"type": "string"}, {"type": "null"}]
+    }
+    assert props["meta"]["default"] == {"owner": None}  # a value, not a null default
+    assert search.parameters["required"] == ["query"]
+    # still optional, and null still accepted
+    assert search._signature.bind({"query": "q"}, None) == (
+        [],
+        {"query": "q", "limit": None, "filters": None, "meta": {"owner": None}},
+    )
+    _, kwargs = search._signature.bind({"query": "q", "limit": None, "filters": None}, None)
+    assert (kwargs["limit"], kwargs["filters"]) == (None, None)
+
+
+def test_a_name_with_a_trailing_newline_is_refused() -> None:
+    with pytest.raises(UserError, match="name"):
+        tool(name="add\n")(lambda: None)

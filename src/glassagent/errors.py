@@ -14,6 +14,7 @@ GlassAgentError
 │   ├── ResponseParseError        malformed body or truncated stream
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
+├── MCPServerError                an MCP server failed to start, list or answer (.server)
 ├── HistoryValidationError        an invalid history document (.problems; also a ValueError)
 ├── HistoryConflictError          a stored chat changed since it was loaded (.chat_id)
 ├── HistoryAppendError            a run's turn could not be appended to its history (.appended)
@@ -37,6 +38,7 @@ from glassagent._core.errors import (
     HistoryConflictError,
     HistoryValidationError,
     MaxIterationsExceeded,
+    MCPServerError,
     ProviderError,
     ProviderTimeoutError,
     ProviderUnavailableError,
@@ -61,6 +63,7 @@ __all__ = [
     "HistoryAppendError",
     "HistoryConflictError",
     "HistoryValidationError",
+    "MCPServerError",
     "MaxIterationsExceeded",
     "ProviderError",
     "ProviderTimeoutError",

@@ -191,6 +191,21 @@ class ToolError(GlassAgentError):
     """
 
 
+class MCPServerError(GlassAgentError):
+    """An MCP server could not be started, listed or reached, or it broke its protocol.
+
+    A failing tool call does not raise it during a run: the model gets the failure as the
+    tool's error result.
+
+    Attributes:
+        server: The server's name (`MCPServer.name`).
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
 class RunError(GlassAgentError):
     """Base of the errors that end an agent run without a final answer."""
 

@@ -134,11 +134,9 @@ async def execute_call(
         names = ", ".join(available) or "none"
         return done(f"Error: unknown tool {call.name!r}. Available tools: {names}.", True)
     try:
-        args, kwargs = tool._signature.bind(call.input)
+        args, kwargs = tool._signature.bind(call.input, ctx)
     except InvalidArguments as exc:
         return done(f"Error: invalid arguments for tool {tool.name!r}: {exc}", True)
-    if tool._signature.context_param is not None:
-        kwargs[tool._signature.context_param] = ctx
     function = functools.partial(tool.function, *args, **kwargs)
     if tool.is_async:
         outcome: Awaitable[Outcome] = _call_async(function)

@@ -31,8 +31,8 @@ class Signature:
     fields: tuple[tuple[str, str, bool], ...]  # (model field, parameter name, positional-only)
     context_param: str | None
 
-    def bind(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        """Validate the model's arguments and return ``(args, kwargs)`` (context not included).
+    def bind(self, arguments: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
+        """Validate the model's arguments and return ``(args, kwargs)``, `ctx` injected.
 
         Raises:
             InvalidArguments: When validation fails.
@@ -49,6 +49,8 @@ class Signature:
                 args.append(value)
             else:
                 kwargs[param] = value
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
         return args, kwargs
 
 
@@ -60,7 +62,8 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def _is_context(annotation: Any) -> bool:
+def is_context(annotation: Any) -> bool:
+    """Whether `annotation` is `ToolContext` (possibly parametrised or ``Annotated``)."""
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     return annotation is ToolContext or get_origin(annotation) is ToolContext
@@ -72,22 +75,29 @@ def _has_description(annotation: Any) -> bool:
     return any(isinstance(m, FieldInfo) and m.description for m in get_args(annotation)[1:])
 
 
-def _strip_titles(schema: Any) -> Any:
-    """Remove pydantic's generated ``title`` keywords; models do not need them."""
+def _tidy(schema: Any) -> Any:
+    """Remove pydantic's generated ``title`` keywords and ``"default": null``.
+
+    Models do not need the titles; a null default made small models send ``null`` as a
+    value. A parameter that defaults to `None` stays optional (not ``required``) and still
+    accepts ``null``.
+    """
     if isinstance(schema, list):
-        return [_strip_titles(item) for item in schema]
+        return [_tidy(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
             continue
+        if key == "default" and value is None:
+            continue
         if key in _VALUES:
             out[key] = value
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+            out[key] = {name: _tidy(sub) for name, sub in value.items()}
         else:
-            out[key] = _strip_titles(value)
+            out[key] = _tidy(value)
     return out
 
 
@@ -101,14 +111,19 @@ def _docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return text, params
 
 
+def check_name(name: str) -> None:
+    """Raise `UserError` unless `name` is 1-64 letters, digits, ``_`` or ``-``."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise UserError(f"Tool name {name!r} must be 1-64 letters, digits, '_' or '-'.")
+
+
 def analyse(fn: Callable[..., Any], name: str, description: str | None) -> Signature:
     """Analyse `fn` once: its JSON Schema, its description and a validator for its arguments.
 
     Raises:
         UserError: When the function cannot be a tool (``*args``, unresolvable hints, bad name).
     """
-    if not _NAME_RE.match(name):
-        raise UserError(f"Tool name {name!r} must be 1-64 letters, digits, '_' or '-'.")
+    check_name(name)
     try:
         hints = get_type_hints(fn, include_extras=True)
     except Exception as exc:
@@ -119,7 +134,7 @@ def analyse(fn: Callable[..., Any], name: str, description: str | None) -> Signa
     context_param = None
     for index, param in enumerate(inspect.signature(fn).parameters.values()):
         annotation = hints.get(param.name, Any)
-        if _is_context(annotation):
+        if is_context(annotation):
             if param.kind is param.POSITIONAL_ONLY or context_param is not None:
                 raise UserError(f"Tool {name!r}: one keyword-usable ToolContext parameter at most.")
             context_param = param.name
@@ -143,7 +158,7 @@ def analyse(fn: Callable[..., Any], name: str, description: str | None) -> Signa
         schema = model.model_json_schema(by_alias=True)
     except Exception as exc:
         raise UserError(f"Tool {name!r}: cannot derive a JSON schema: {exc}") from exc
-    parameters = _strip_titles(schema)
+    parameters = _tidy(schema)
     parameters.setdefault("properties", {})
     return Signature(
         description=description if description is not None else doc_text,

@@ -5,26 +5,39 @@ from __future__ import annotations
 import contextlib
 import inspect
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from glassagent._core.errors import UserError
 from glassagent._core.messages import ToolDefinition
 
 if TYPE_CHECKING:
     from glassagent._tools.context_tools import ContextTool
-    from glassagent._tools.schema import Signature
 
 
 class InvalidArguments(Exception):
     """The model's arguments do not fit the tool's signature (the message is for the model)."""
 
 
+def _check(function: Callable[..., Any], timeout: float | None) -> None:
+    if not callable(function):
+        raise UserError(f"A tool must be a function, got {function!r}.")
+    if timeout is not None and timeout <= 0:
+        raise UserError("A tool timeout must be a positive number of seconds.")
+
+
+class _Binder(Protocol):
+    """Validates a call's arguments and places them, with the context, for the function."""
+
+    def bind(self, arguments: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]: ...
+
+
 class Tool:
     """A function the model can call, with its JSON Schema computed once.
 
-    Make one with the `tool` decorator (or pass a plain function to `Agent`, which wraps it).
-    A `Tool` stays callable like the function it wraps.
+    Make one with the `tool` decorator (or pass a plain function to `Agent`, which wraps it),
+    or from a JSON Schema you already have with `Tool.from_schema`. A `Tool` stays callable
+    like the function it wraps.
     """
 
     __slots__ = (
@@ -60,10 +73,7 @@ class Tool:
         """
         from glassagent._tools.schema import analyse
 
-        if not callable(function):
-            raise UserError(f"A tool must be a function, got {function!r}.")
-        if timeout is not None and timeout <= 0:
-            raise UserError("A tool timeout must be a positive number of seconds.")
+        _check(function, timeout)
         tool_name = name or str(getattr(function, "__name__", ""))
         self.function: Callable[..., Any] = function
         """The wrapped function."""
@@ -73,11 +83,64 @@ class Tool:
         """Display hints for user interfaces."""
         self.is_async: bool = inspect.iscoroutinefunction(function)
         """Whether the function is a coroutine function (else it runs in a worker thread)."""
-        self._signature: Signature = analyse(function, tool_name, description)
-        self.definition = ToolDefinition(
-            tool_name, self._signature.description, self._signature.parameters
-        )
+        signature = analyse(function, tool_name, description)
+        self._signature: _Binder = signature
+        self.definition = ToolDefinition(tool_name, signature.description, signature.parameters)
         """What the model is told: name, description, parameters."""
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        function: Callable[..., Any],
+        *,
+        timeout: float | None = None,
+        ui_info: Any = None,
+    ) -> Tool:
+        """Make a tool from a JSON Schema you already have (MCP, OpenAPI, a benchmark...).
+
+        The model sees `parameters` as they are. Its arguments are validated against them
+        (with `jsonschema`, the schema's own ``$schema`` draft, 2020-12 by default); arguments
+        that do not fit go back to the model as an error result, as for other tools. The
+        function is then called with the arguments as keyword arguments; a parameter annotated
+        `ToolContext` (keyword or positional-only) receives the call's context.
+
+        Example:
+            ```python
+            schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+            search = Tool.from_schema("search", "Search the web.", schema, run_search)
+            ```
+
+        Args:
+            name: The name the model calls the tool by.
+            description: What the tool does, for the model.
+            parameters: The JSON Schema of the arguments (an object schema).
+            function: A sync or async function called with the validated arguments.
+            timeout: Seconds after which a call is stopped and reported to the model as failed.
+            ui_info: Display hints for user interfaces, carried in events, never sent to models.
+
+        Raises:
+            UserError: On a bad name or description, an invalid schema, a schema that does not
+                describe an object, or a function that cannot be called.
+        """
+        from glassagent._tools.json_schema import schema_signature
+        from glassagent._tools.schema import check_name
+
+        _check(function, timeout)
+        check_name(name)
+        if not isinstance(description, str):
+            raise UserError(f"Tool {name!r}: the description must be a string.")
+        signature = schema_signature(name, parameters, function)
+        made = cls.__new__(cls)
+        made.function = function
+        made.timeout = timeout
+        made.ui_info = ui_info
+        made.is_async = inspect.iscoroutinefunction(function)
+        made._signature = signature
+        made.definition = ToolDefinition(name, description, signature.parameters)
+        return made
 
     @property
     def name(self) -> str:

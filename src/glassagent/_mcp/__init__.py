@@ -1,0 +1,1 @@
+"""MCP servers as tool sources (public face: `glassagent.mcp`); needs the ``mcp`` extra."""
