@@ -16,7 +16,7 @@ from glassagent._core.messages import ModelSettings, StopReason, Usage
 from glassagent._core.result import RunResult
 from glassagent._history.model import Version
 from glassagent._history.tree import History
-from glassagent._profiles.cost import Cost, cost_of
+from glassagent._profiles.cost import Cost, client_cost
 from glassagent._server import chats
 from glassagent._server.request import (
     DEFAULT_SERVER_LIMITS,
@@ -169,11 +169,7 @@ def check_priced(client: BaseLLMClient, currency: str) -> None:
     """
     usage = Usage(input_tokens=1000, output_tokens=1000)
     try:
-        profile = client.profile
-        if profile is not None:
-            probe = cost_of(usage, profile)
-        else:
-            probe = cost_of(usage, None, model=client.model, provider=client.provider_name)
+        probe = client_cost(client, usage)
     except GlassAgentError as exc:  # an invalid profile file
         raise ConfigurationError(str(exc)) from exc
     if probe.amount is None:

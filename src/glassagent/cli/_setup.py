@@ -18,7 +18,7 @@ from glassagent import BaseLLMClient, Budget, ModelSettings, Usage
 from glassagent.errors import ConfigurationError, GlassAgentError
 from glassagent.history import AttachmentPolicy, History
 from glassagent.llm import create_llm_client
-from glassagent.profiles import cost_of
+from glassagent.profiles import client_cost
 
 LOCAL = "local"
 """The provider name of the embedded local model (`glassagent.local`)."""
@@ -161,13 +161,9 @@ def budget_for(
     if max_cost is not None:
         usage = Usage(input_tokens=1000, output_tokens=1000)
         try:
-            profile = client.profile
+            probe = client_cost(client, usage)  # priced as the agent prices it
         except GlassAgentError as exc:  # an invalid profile file
             raise BadInput(str(exc)) from exc
-        if profile is not None:  # priced as the agent prices it
-            probe = cost_of(usage, profile)
-        else:
-            probe = cost_of(usage, None, model=client.model, provider=client.provider_name)
         if probe.amount is None:
             raise BadInput(
                 f"--max-cost needs a model with prices, and {client.model!r} has none "
