@@ -16,8 +16,10 @@ serve(app, host="0.0.0.0", port=8000)
 "max_iterations"?, "stream"?}`` and answers ``{"text", "status", "stop_reason", "usage",
 "cost", "iterations", "budget_exceeded"?, "chat_id"?, "history"?}``, or with
 ``"stream": true`` one Server-Sent Event per run event. ``GET /api/ai/chats/{chat_id}``
-returns a stored chat to its owner; ``GET /api/ai/health`` answers probes. Importing this
-module needs neither Starlette nor uvicorn; `create_app`, `serve` and `aserve` do.
+returns a stored chat to its owner, ``GET /api/ai/chats`` lists the user's chats, and
+``GET /api/ai/health`` answers probes. ``GET /`` is a web page that chats with the agent and
+shows each step of a turn as it streams. Importing this module needs neither Starlette nor
+uvicorn; `create_app`, `serve` and `aserve` do.
 """
 
 from glassagent._public import publish

@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from glassagent._agent.run import AgentRun
 from glassagent._core.errors import UserError
 from glassagent._history.store import check_chat_id
-from glassagent._server import chats
+from glassagent._server import chats, web
 from glassagent._server.chats import ANONYMOUS_USER, UserStores
 from glassagent._server.invoke import Invocation, ServerConfig, run_to_end
 from glassagent._server.request import InvokeError, InvokeRequest
@@ -26,6 +26,7 @@ from glassagent._server.responses import error_response
 
 INVOKE_PATH = "/api/ai/invoke"
 CHATS_PATH = "/api/ai/chats/{chat_id}"
+CHAT_LIST_PATH = "/api/ai/chats"
 HEALTH_PATH = "/api/ai/health"
 
 _TERMINAL = frozenset({"complete", "aborted", "error", "budget_exceeded"})
@@ -72,8 +73,10 @@ def build_app(
     app = Starlette(
         routes=[
             Route(INVOKE_PATH, _invoke, methods=["POST"]),
+            Route(CHAT_LIST_PATH, _chat_list, methods=["GET"]),
             Route(CHATS_PATH, _chat, methods=["GET"]),
             Route(HEALTH_PATH, _health, methods=["GET"]),
+            *web.ROUTES,
         ]
     )
     app.state.glassagent = AppState(config=config, stores=stores, tokens=hashed)
@@ -111,6 +114,18 @@ async def _chat(request: Request) -> Response:
     except Exception as exc:
         return _error(exc)
     return JSONResponse(history.to_dict())
+
+
+async def _chat_list(request: Request) -> Response:
+    state = _state(request)
+    try:
+        user = state.user(request)
+        if state.stores is None:
+            raise InvokeError("This server keeps no chats.", status=400, code="no_store")
+        ids = await asyncio.to_thread(state.stores.get(user).list)
+    except Exception as exc:
+        return _error(exc)
+    return JSONResponse({"chats": [{"chat_id": chat_id} for chat_id in ids]})
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

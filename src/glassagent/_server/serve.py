@@ -39,7 +39,9 @@ def create_app(
     """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
 
     Routes: ``POST /api/ai/invoke`` (one turn, as JSON or as a stream of events),
-    ``GET /api/ai/chats/{chat_id}`` (a stored chat, to its owner) and ``GET /api/ai/health``.
+    ``GET /api/ai/chats/{chat_id}`` (a stored chat, to its owner), ``GET /api/ai/chats`` (the
+    user's chats), ``GET /api/ai/health``, and the web view: a page at ``GET /`` that chats
+    with the agent and shows each step as it streams (its files under ``/static/``).
     Serve it with `serve`, or with any ASGI server (``uvicorn.run(app)``).
 
     Args:
