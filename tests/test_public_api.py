@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "profiles",
     "server",
     "mcp",
+    "otel",
 ]
 
 
