@@ -237,3 +237,20 @@ def test_shipped_prices_match_genai_prices() -> None:
             assert cost_of(usage, shipped).amount == expected, (shipped.id, counts)
         checked.append(shipped.id)
     assert len(checked) == 5
+
+
+def test_client_cost_prices_by_the_clients_profile_else_by_genai_prices() -> None:
+    from glassagent.llm import OpenAICompatibleClient
+    from glassagent.profiles import client_cost
+
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    shipped = OpenAICompatibleClient("gpt-4o-mini", base_url="http://127.0.0.1:1/v1")
+    assert client_cost(shipped, usage) == cost_of(usage, get_profile("gpt-4o-mini"))
+    assert client_cost(shipped, usage).amount is not None
+    genai_prices()
+    unknown = OpenAICompatibleClient("gpt-4o-2024-08-06", base_url="http://127.0.0.1:1/v1")
+    assert get_profile("gpt-4o-2024-08-06") is None
+    priced = client_cost(unknown, usage)
+    assert priced.source == "genai-prices"
+    assert priced.amount is not None
+    assert priced.amount > 0

@@ -25,7 +25,7 @@ Profiles are read on the first lookup (never by ``import glassagent``) and kept 
 process.
 """
 
-from glassagent._profiles.cost import Cost, CostSource, cost_of
+from glassagent._profiles.cost import Cost, CostSource, client_cost, cost_of
 from glassagent._profiles.load import (
     ProfileDirs,
     get_profile,
@@ -58,6 +58,7 @@ __all__ = [
     "Pricing",
     "PricingTier",
     "ProfileDirs",
+    "client_cost",
     "cost_of",
     "get_profile",
     "list_profiles",

@@ -3,7 +3,8 @@
 A chat UI or a batch job posts a message, optionally with the conversation so far, and gets
 the answer. `invoke` is the plain async function; `create_app` wraps it in an ASGI app
 (``glassagent[server]``: Starlette and uvicorn) with authentication, limits and streaming,
-and `serve` runs that app:
+and `serve` (or `aserve`, in a running event loop) runs that app (the command
+``glassagent serve`` does all three from the command line):
 
 ```python
 app = create_app(model=client, tools=[add], store="chats", tokens=load_tokens("tokens.json"))
@@ -13,25 +14,27 @@ serve(app, host="0.0.0.0", port=8000)
 ``POST /api/ai/invoke`` takes ``{"message", "model_id"?, "history"?, "chat_id"?,
 "append_to_history"?, "system_prompt"?, "tools_config"?: {"active_tools"}, "params"?,
 "max_iterations"?, "stream"?}`` and answers ``{"text", "status", "stop_reason", "usage",
-"iterations", "chat_id"?, "history"?}``, or with ``"stream": true`` one Server-Sent Event per
-run event. ``GET /api/ai/chats/{chat_id}`` returns a stored chat to its owner;
-``GET /api/ai/health`` answers probes. Importing this module needs neither Starlette nor
-uvicorn; `create_app` and `serve` do.
+"cost", "iterations", "budget_exceeded"?, "chat_id"?, "history"?}``, or with
+``"stream": true`` one Server-Sent Event per run event. ``GET /api/ai/chats/{chat_id}``
+returns a stored chat to its owner; ``GET /api/ai/health`` answers probes. Importing this
+module needs neither Starlette nor uvicorn; `create_app`, `serve` and `aserve` do.
 """
 
 from glassagent._public import publish
 from glassagent._server.chats import ANONYMOUS_USER, user_directory
-from glassagent._server.invoke import InvokeResult, ModelsLike, invoke
+from glassagent._server.invoke import InvokeResult, InvokeStatus, ModelsLike, invoke
 from glassagent._server.request import InvokeError, InvokeRequest, ServerLimits
-from glassagent._server.serve import check_host, create_app, load_tokens, serve
+from glassagent._server.serve import aserve, check_host, create_app, load_tokens, serve
 
 __all__ = [
     "ANONYMOUS_USER",
     "InvokeError",
     "InvokeRequest",
     "InvokeResult",
+    "InvokeStatus",
     "ModelsLike",
     "ServerLimits",
+    "aserve",
     "check_host",
     "create_app",
     "invoke",

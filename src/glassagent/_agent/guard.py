@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from glassagent._agent import budget as budgets
 from glassagent._core.errors import AttachmentError, ContextLengthError, UserError
 from glassagent._core.messages import LLMResponse, Message, ToolDefinition, Usage
-from glassagent._profiles.cost import Cost, cost_of
+from glassagent._profiles.cost import Cost, client_cost
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -156,11 +156,8 @@ class RunGuard:
         return self._config.client
 
     def _price(self, usage: Usage) -> Cost:
-        """`cost_of` the call: by the profile, else by genai-prices under the client's names."""
-        if self._profile is not None:
-            return cost_of(usage, self._profile)
-        client = self._client
-        return cost_of(usage, None, model=client.model, provider=client.provider_name)
+        """`client_cost` of the call: by the profile, else by genai-prices."""
+        return client_cost(self._client, usage)
 
     def before_call(self, messages: Sequence[Message], config: RunConfig) -> BudgetStop | None:
         """Check the request about to be sent; a `BudgetStop` when the budget forbids it.

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import Usage
     from glassagent._profiles.model import ModelProfile, Pricing
 
@@ -121,6 +122,22 @@ def cost_of(
     if model is None:
         return Cost(None, reason="no profile and no model id to price the call by")
     return _from_genai_prices(usage, model, provider)
+
+
+def client_cost(client: BaseLLMClient, usage: Usage) -> Cost:
+    """What a call of `client` with `usage` cost, priced as the agent prices it.
+
+    By the client's profile (`BaseLLMClient.profile`) when it has pricing, else by
+    genai-prices under the client's model and provider names; never raises for a call it
+    cannot price (see `cost_of`).
+
+    Raises:
+        ConfigurationError: For an invalid profile file.
+    """
+    profile = client.profile
+    if profile is not None:
+        return cost_of(usage, profile)
+    return cost_of(usage, None, model=client.model, provider=client.provider_name)
 
 
 def _check_usage(usage: Usage) -> str | None:

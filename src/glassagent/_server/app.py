@@ -28,7 +28,7 @@ INVOKE_PATH = "/api/ai/invoke"
 CHATS_PATH = "/api/ai/chats/{chat_id}"
 HEALTH_PATH = "/api/ai/health"
 
-_TERMINAL = frozenset({"complete", "aborted", "error"})
+_TERMINAL = frozenset({"complete", "aborted", "error", "budget_exceeded"})
 _DISCONNECTED = "the client disconnected"
 
 
@@ -188,9 +188,10 @@ def _sse(data: Mapping[str, Any]) -> bytes:
 class EventStream(Response):
     """A run's events as Server-Sent Events: one ``data:`` line of JSON per event.
 
-    The terminal event (``complete``, ``aborted`` or ``error``) is held back until the turn
-    is kept as asked; if keeping it fails, an ``error`` event takes its place. A client that
-    disconnects aborts the run, and the aborted turn is kept like a finished one.
+    The terminal event (``complete``, ``aborted``, ``budget_exceeded`` or ``error``) is held
+    back until the turn is kept as asked; if keeping it fails, an ``error`` event takes its
+    place. A client that disconnects aborts the run, and the aborted turn is kept like a
+    finished one.
     """
 
     media_type = "text/event-stream"

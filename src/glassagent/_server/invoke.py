@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from glassagent._agent.agent import Agent
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
-from glassagent._core.errors import ConfigurationError, RunAborted, UserError
-from glassagent._core.events import to_jsonable
+from glassagent._core.errors import ConfigurationError, GlassAgentError, RunAborted, UserError
+from glassagent._core.events import BudgetExceededEvent, to_jsonable
 from glassagent._core.messages import ModelSettings, StopReason, Usage
 from glassagent._core.result import RunResult
 from glassagent._history.model import Version
 from glassagent._history.tree import History
+from glassagent._profiles.cost import Cost, client_cost
 from glassagent._server import chats
 from glassagent._server.request import (
     DEFAULT_SERVER_LIMITS,
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
 """One client (its ``model`` is its id), or clients by model id (the first is the default)."""
 
+InvokeStatus = Literal["completed", "aborted", "budget_exceeded"]
+"""How an invoked turn ended (`InvokeResult.status`)."""
+
 
 @dataclass(frozen=True)
 class InvokeResult:
@@ -38,8 +42,10 @@ class InvokeResult:
 
     text: str
     """The answer (for an aborted turn: the partial text)."""
-    status: Literal["completed", "aborted"]
-    """``completed``, or ``aborted`` when the turn was cut short (a client disconnected)."""
+    status: InvokeStatus
+    """``completed``; ``aborted`` when the turn was cut short (a client disconnected);
+    ``budget_exceeded`` when the server's `Budget` (`ServerLimits.budget`) stopped it before
+    a model call, `text` then being the last answer text of the turn, if any."""
     stop_reason: StopReason | None
     """Why the model stopped its last answer (``end_turn``, ``max_tokens``, ...); `None`
     when no answer arrived."""
@@ -55,25 +61,44 @@ class InvokeResult:
     """The format `history` is written in by `to_dict` (the one it was posted in)."""
     run: RunResult | None = None
     """The run's complete result: its messages and events."""
+    cost: Cost | None = None
+    """What the turn's model calls cost (`RunResult.cost`): unpriced, with the reason, when
+    the model has no prices or a call reported no usage; `None` when not recorded."""
+    budget_exceeded: BudgetExceededEvent | None = None
+    """The event that ended the turn when its status is ``budget_exceeded``: the limit and
+    why."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON response body.
 
-        ``text``, ``status``, ``stop_reason``, ``usage`` and ``iterations``, then ``chat_id``
-        and ``history`` when they are set.
+        ``text``, ``status``, ``stop_reason``, ``usage``, ``cost`` (``{"amount": "0.00123",
+        "currency": "USD"}``, the amount an exact decimal string, or ``null`` when the turn
+        could not be priced) and ``iterations``; then ``budget_exceeded`` (``{"limit",
+        "reason"}``), ``chat_id`` and ``history`` when they are set.
         """
         body: dict[str, Any] = {
             "text": self.text,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "usage": to_jsonable(self.usage),
+            "cost": cost_dict(self.cost),
             "iterations": self.iterations,
         }
+        if self.budget_exceeded is not None:
+            stop = self.budget_exceeded
+            body["budget_exceeded"] = {"limit": stop.limit, "reason": stop.reason}
         if self.chat_id is not None:
             body["chat_id"] = self.chat_id
         if self.history is not None:
             body["history"] = self.history.to_dict(self.history_version)
         return body
+
+
+def cost_dict(cost: Cost | None) -> dict[str, str] | None:
+    """A cost as the response's ``cost``: amount (a decimal string) and currency, or `None`."""
+    if cost is None or cost.amount is None:
+        return None
+    return {"amount": format(cost.amount, "f"), "currency": cost.currency}
 
 
 @dataclass(frozen=True)
@@ -99,7 +124,8 @@ def make_config(
     """Check and gather a server's configuration.
 
     Raises:
-        ConfigurationError: For no model, a non-client, or two tools of one name.
+        ConfigurationError: For no model, a non-client, two tools of one name, or a budget
+            with a ``max_cost`` on a model that cannot be priced in its currency.
     """
     if isinstance(models, BaseLLMClient):
         clients: dict[str, BaseLLMClient] = {models.model: models}
@@ -121,14 +147,41 @@ def make_config(
         if wrapped.name in by_name:
             raise ConfigurationError(f"Two tools are named {wrapped.name!r}.")
         by_name[wrapped.name] = wrapped
+    limits = limits or DEFAULT_SERVER_LIMITS
+    if limits.budget is not None and limits.budget.max_cost is not None:
+        for client in clients.values():
+            check_priced(client, limits.budget.currency)
     return ServerConfig(
         clients=clients,
         default_model=next(iter(clients)),
         tools=by_name,
         system=system,
         settings=settings,
-        limits=limits or DEFAULT_SERVER_LIMITS,
+        limits=limits,
     )
+
+
+def check_priced(client: BaseLLMClient, currency: str) -> None:
+    """Check that `client`'s calls can be priced in `currency`, as a cost budget needs.
+
+    Raises:
+        ConfigurationError: When they cannot (no prices), or are priced in another currency.
+    """
+    usage = Usage(input_tokens=1000, output_tokens=1000)
+    try:
+        probe = client_cost(client, usage)
+    except GlassAgentError as exc:  # an invalid profile file
+        raise ConfigurationError(str(exc)) from exc
+    if probe.amount is None:
+        raise ConfigurationError(
+            f"The budget has a max_cost, but calls of {client.model!r} cannot be priced: "
+            f"{probe.reason}. Add pricing to the model's profile, or budget max_tokens instead."
+        )
+    if probe.currency != currency:
+        raise ConfigurationError(
+            f"The budget's max_cost is in {currency}, but {client.model!r} is priced in "
+            f"{probe.currency}."
+        )
 
 
 class Invocation:
@@ -204,6 +257,7 @@ class Invocation:
             ),
             settings=self.config.settings,
             run_timeout=limits.run_timeout,
+            budget=limits.budget,
         )
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
@@ -248,7 +302,7 @@ class Invocation:
         return self.store
 
     async def finish(self, result: RunResult) -> InvokeResult:
-        """Keep a finished or aborted turn as the request asked, and describe it.
+        """Keep a finished, aborted or budget-stopped turn as the request asked; describe it.
 
         Raises:
             HistoryConflictError: When the stored chat kept changing under this turn
@@ -267,9 +321,10 @@ class Invocation:
                     below=self.start_node,
                     attempts=self.config.limits.save_attempts,
                 )
+        status, stop = ending(result)
         return InvokeResult(
             text=result.text,
-            status="aborted" if result.stop_reason == "aborted" else "completed",
+            status=status,
             stop_reason=result.model_stop_reason,
             usage=result.usage,
             iterations=result.iterations,
@@ -277,7 +332,19 @@ class Invocation:
             history=returned,
             history_version=self.request.history_version,
             run=result,
+            cost=result.cost,
+            budget_exceeded=stop,
         )
+
+
+def ending(result: RunResult) -> tuple[InvokeStatus, BudgetExceededEvent | None]:
+    """How a turn that did not fail ended, and the budget's event when the budget ended it."""
+    if result.stop_reason == "aborted":
+        return "aborted", None
+    last = result.events[-1] if result.events else None
+    if result.stop_reason == "budget" and isinstance(last, BudgetExceededEvent):
+        return "budget_exceeded", last
+    return "completed", None
 
 
 async def invoke(
@@ -300,7 +367,8 @@ async def invoke(
     call and result, and the answer) is appended below the node it started from: to the
     posted history (returned), or to the stored chat (saved; a concurrent change is
     re-applied and saved again, see `ServerLimits.save_attempts`). A turn that fails appends
-    nothing.
+    nothing; one that ``limits.budget`` stops before a model call ends with status
+    ``budget_exceeded`` and is kept like a finished one.
 
     Args:
         request: The request, e.g. from `InvokeRequest.from_json`.
@@ -313,6 +381,7 @@ async def invoke(
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).
+        ConfigurationError: For a cost budget on a model that cannot be priced.
         HistoryConflictError: When the stored chat could not be updated (409).
         GlassAgentError: The run's error when it fails (`ProviderError`,
             `MaxIterationsExceeded`, ...), with ``.result`` set.

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glassagent._agent.budget import Budget
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.errors import (
     GlassAgentError,
@@ -48,6 +49,9 @@ class ServerLimits:
     save_attempts: int = 5
     """How often the turn is re-applied and saved again when another request changed the
     same stored chat meanwhile; past that the request fails with 409."""
+    budget: Budget | None = None
+    """What the run of one request may spend (cost, tokens, model calls; `None`: no limit).
+    A run it stops ends with status ``budget_exceeded``, its turn kept like a finished one."""
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_iterations", "save_attempts"):
@@ -56,6 +60,10 @@ class ServerLimits:
                 raise UserError(f"ServerLimits.{name} must be a positive integer.")
         if self.run_timeout is not None and not self.run_timeout > 0:
             raise UserError("ServerLimits.run_timeout must be a positive number of seconds.")
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise UserError(
+                f"ServerLimits.budget must be a Budget, not {type(self.budget).__name__}."
+            )
 
 
 DEFAULT_SERVER_LIMITS = ServerLimits()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,12 +167,80 @@ def serve(
         ConfigurationError: For an app not made by `create_app`, a non-loopback host
             without tokens, or when uvicorn is not installed.
     """
+    uvicorn = _checked(app, host, "serve")
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+
+
+async def aserve(
+    app: Starlette,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    access_log: bool = True,
+) -> None:
+    """Serve an app made by `create_app` with uvicorn in the running event loop.
+
+    The async form of `serve`, for apps whose model clients live in this loop (opened with
+    ``async with``, or a `glassagent.local.LocalServer`): it returns once the server has
+    stopped, so they are closed after it. SIGINT (Ctrl-C) and SIGTERM stop it: uvicorn
+    finishes the open requests, and the signal is not raised again afterwards, so the
+    caller's cleanup runs. Port 0 picks a free port; uvicorn's log line ``Uvicorn running
+    on http://HOST:PORT`` names it.
+
+    Args:
+        app: The app.
+        host: The address to bind.
+        port: The port to bind.
+        log_level: uvicorn's log level (``"info"``, ``"warning"``, ...).
+        access_log: Log one line per request.
+
+    Raises:
+        ConfigurationError: For an app not made by `create_app`, a non-loopback host
+            without tokens, an address that cannot be bound (uvicorn logs why), or when
+            uvicorn is not installed.
+    """
+    uvicorn = _checked(app, host, "aserve")
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log)
+    server = uvicorn.Server(config)
+    with _signals_kept():
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn's way to report a failed start, logged already
+            raise ConfigurationError(f"The server could not start on {host}:{port}.") from None
+
+
+def _checked(app: Starlette, host: str, name: str) -> Any:
+    """uvicorn, after checking that `app` is `create_app`'s and may serve on `host`."""
     state = getattr(app.state, "glassagent", None)
     if state is None:
-        raise ConfigurationError("serve() runs apps made by glassagent.server.create_app.")
+        raise ConfigurationError(f"{name}() runs apps made by glassagent.server.create_app.")
     check_host(host, authenticated=state.tokens is not None)
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
-        raise ConfigurationError(f"serve needs uvicorn: {_INSTALL}") from exc
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+        raise ConfigurationError(f"{name} needs uvicorn: {_INSTALL}") from exc
+    return uvicorn
+
+
+@contextmanager
+def _signals_kept() -> Iterator[None]:
+    """SIGINT and SIGTERM handled by a no-op meanwhile, the former handlers restored after.
+
+    uvicorn handles both while it serves, then restores the handlers it found and raises
+    the signal again: this no-op receives it, so the process goes on to its cleanup.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # uvicorn handles no signals outside the main thread either
+        return
+    handled = [signal.SIGINT, signal.SIGTERM]
+    former = {number: signal.signal(number, _ignore) for number in handled}
+    try:
+        yield
+    finally:
+        for number, handler in former.items():
+            signal.signal(number, handler)
+
+
+def _ignore(number: int, frame: object) -> None:
+    """A signal handler that does nothing."""

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TextIO
 
 from glassagent import __version__
-from glassagent.cli._options import Options, UsageError, parse
+from glassagent.cli._options import Options, ServeOptions, UsageError, parse
 from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
+from glassagent.cli._serve import serve_command
 from glassagent.cli._session import (
     EXIT_ABORTED,
     EXIT_BAD_INPUT,
@@ -28,12 +29,14 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line ``glassagent [chat|run] [options]`` and return its exit code.
+    """Run the command line ``glassagent [chat|run|serve] [options]``; return its exit code.
 
     The console scripts ``glassagent`` and ``ai-agent`` and ``python -m glassagent`` call it.
-    Exit codes: 0 when the command completed, 1 on an error, 2 on bad input (an unknown
-    provider or model, a missing key, a workspace that does not exist, an invalid history
-    file), 130 when aborted (Ctrl-C), 141 when standard output was closed early.
+    Exit codes: 0 when the command completed (``serve``: stopped by Ctrl-C or SIGTERM), 1 on
+    an error, 2 on bad input (an unknown provider or model, a missing key, a workspace that
+    does not exist, an invalid history or tokens file, a host that needs tokens), 3 when the
+    budget stopped ``run``'s turn, 130 when aborted (Ctrl-C), 141 when standard output was
+    closed early.
 
     Args:
         argv: The arguments, without the program's name; by default ``sys.argv[1:]``.
@@ -65,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-async def _run(options: Options, errors: HumanView) -> int:
+async def _run(options: Options | ServeOptions, errors: HumanView) -> int:
+    if isinstance(options, ServeOptions):
+        return await _serve(options, errors)
     session = Session(options, _view(options, errors), errors)
     read_dotenv(Path.cwd(), session.note)
     try:
@@ -74,6 +79,18 @@ async def _run(options: Options, errors: HumanView) -> int:
         return await chat(session)
     except asyncio.CancelledError:  # Ctrl-C while the session was being set up
         session.fail("aborted")
+        return EXIT_ABORTED
+
+
+async def _serve(options: ServeOptions, errors: HumanView) -> int:
+    def note(text: str) -> None:
+        errors.note(f"glassagent: {text}")
+
+    read_dotenv(Path.cwd(), note)
+    try:
+        return await serve_command(options, note)
+    except asyncio.CancelledError:  # Ctrl-C while the model was being set up
+        errors.note("glassagent: aborted", "red")
         return EXIT_ABORTED
 
 

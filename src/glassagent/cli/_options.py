@@ -1,17 +1,29 @@
-"""The command line's grammar: `parse` turns arguments into `Options`, or a `UsageError`."""
+"""The command line's grammar: `parse` turns arguments into options, or a `UsageError`.
+
+`Options` are those of ``chat`` and ``run``, `ServeOptions` those of ``serve``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Literal, NoReturn
+
+from glassagent.server import ServerLimits
 
 DEFAULT_MAX_ITERATIONS = 20
 """Most model calls one turn may make unless ``--max-iterations`` says otherwise."""
 
-_COMMANDS = ("chat", "run")
+DEFAULT_HOST = "127.0.0.1"
+"""The address ``serve`` binds unless ``--host`` says otherwise."""
+
+DEFAULT_PORT = 8000
+"""The port ``serve`` binds unless ``--port`` says otherwise."""
+
+_COMMANDS = ("chat", "run", "serve")
 _HELP_FLAGS = ("-h", "--help", "--version")
 
 
@@ -49,6 +61,46 @@ class Options:
     """Print each event as one JSON line instead of the human view."""
     debug: bool
     """Show tracebacks of errors."""
+    max_cost: Decimal | None = None
+    """The most one turn's model calls may cost, in the model's currency (`None`: no limit)."""
+    max_turn_tokens: int | None = None
+    """The most tokens one turn's model calls may use (`None`: no limit)."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``glassagent serve`` was asked for."""
+
+    provider: str | None
+    """The provider's name; `None`: choose one (Gemini with a key, else the local model)."""
+    model: str | None
+    """The model (for ``local``: a GGUF file); `None`: the provider's default."""
+    base_url: str | None
+    """The provider's address, when not its default."""
+    workspace: Path | None
+    """The folder whose workspace tools the server offers; `None`: no tools."""
+    allow_commands: bool
+    """Whether the workspace tools include ``execute_command``."""
+    store: Path | None
+    """The directory of stored chats; `None`: no chats are kept."""
+    host: str
+    """The address to bind."""
+    port: int
+    """The port to bind (0: a free one)."""
+    tokens: Path | None
+    """A JSON file mapping bearer tokens to user ids; `None`: one anonymous user."""
+    max_iterations: int
+    """Most model calls per request (the server's maximum and default)."""
+    system: str | None
+    """Default system instructions; `None`: the coding agent's with a workspace, else none."""
+    max_cost: Decimal | None
+    """The most one request's model calls may cost, in the model's currency."""
+    max_turn_tokens: int | None
+    """The most tokens one request's model calls may use."""
+    debug: bool
+    """Show tracebacks of errors."""
+    command: Literal["serve"] = "serve"
+    """Always ``serve``."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,10 +120,27 @@ def _positive(text: str) -> int:
     return value
 
 
-def _common() -> _Parser:
-    """The options both commands take."""
-    common = _Parser(add_help=False)
-    add = common.add_argument
+def _amount(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = Decimal(0)
+    if not value.is_finite() or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive amount such as 0.05, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text) if text.isdigit() else -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
+
+
+def _shared() -> _Parser:
+    """The options every command takes: the model, its instructions and limits."""
+    shared = _Parser(add_help=False)
+    add = shared.add_argument
     add(
         "--provider",
         metavar="NAME",
@@ -81,6 +150,28 @@ def _common() -> _Parser:
     )
     add("--model", metavar="NAME", help="the model (for local: a GGUF file)")
     add("--base-url", metavar="URL", help="the provider's address, e.g. http://127.0.0.1:8080/v1")
+    add("--system", metavar="TEXT", help="system instructions, instead of the default ones")
+    add(
+        "--max-cost",
+        metavar="AMOUNT",
+        type=_amount,
+        help="most a turn's model calls may cost, in the model's currency (e.g. 0.05 for "
+        "5 US cents); needs a model with prices",
+    )
+    add(
+        "--max-turn-tokens",
+        metavar="N",
+        type=_positive,
+        help="most tokens (input, output and thinking) a turn's model calls may use",
+    )
+    add("--debug", action="store_true", help="show tracebacks of errors")
+    return shared
+
+
+def _common() -> _Parser:
+    """The options of the coding agent's commands, ``chat`` and ``run``."""
+    common = _Parser(add_help=False)
+    add = common.add_argument
     add(
         "--workspace",
         metavar="DIR",
@@ -102,7 +193,6 @@ def _common() -> _Parser:
         default=DEFAULT_MAX_ITERATIONS,
         help=f"most model calls per turn (default: {DEFAULT_MAX_ITERATIONS})",
     )
-    add("--system", metavar="TEXT", help="system instructions, instead of the default ones")
     add(
         "--history",
         metavar="FILE",
@@ -110,39 +200,87 @@ def _common() -> _Parser:
         help="continue the conversation in FILE and save it there (standard history format)",
     )
     add("--json", action="store_true", help="print each event as one JSON line on stdout")
-    add("--debug", action="store_true", help="show tracebacks of errors")
     return common
 
 
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """The options of ``serve``."""
+    add = serve.add_argument
+    add(
+        "--max-iterations",
+        metavar="N",
+        type=_positive,
+        default=ServerLimits().max_iterations,
+        help="most model calls per request, also the most a request may ask for "
+        f"(default: {ServerLimits().max_iterations})",
+    )
+    add("--store", metavar="DIR", type=Path, help="keep chats in DIR (default: keep none)")
+    add("--host", default=DEFAULT_HOST, help=f"the address to bind (default: {DEFAULT_HOST})")
+    add(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"the port to bind, 0 for a free one (default: {DEFAULT_PORT})",
+    )
+    add(
+        "--tokens",
+        metavar="FILE",
+        type=Path,
+        help="a JSON object mapping bearer tokens to user ids (without it: one anonymous "
+        "user, and only a loopback --host)",
+    )
+    add(
+        "--workspace",
+        metavar="DIR",
+        type=Path,
+        help="offer the coding agent's workspace tools on DIR, without asking before changes",
+    )
+    add(
+        "--allow-commands",
+        action="store_true",
+        help="with --workspace: also offer execute_command (shell commands in DIR)",
+    )
+
+
 def build_parser(version: str) -> argparse.ArgumentParser:
-    """The parser of ``glassagent [chat|run] [options]``."""
+    """The parser of ``glassagent [chat|run|serve] [options]``."""
     parser = _Parser(
         prog="glassagent",
         description="A coding agent whose every step is visible: it lists, reads, writes and "
         "edits the files of a folder and, when allowed, runs commands there.",
     )
     parser.add_argument("--version", action="version", version=f"glassagent {version}")
-    commands = parser.add_subparsers(dest="command", metavar="{chat,run}", parser_class=_Parser)
-    common = _common()
+    commands = parser.add_subparsers(
+        dest="command", metavar="{chat,run,serve}", parser_class=_Parser
+    )
+    shared, common = _shared(), _common()
     commands.add_parser(
         "chat",
-        parents=[common],
+        parents=[shared, common],
         help="talk with the agent (the default)",
         description="An interactive session. Ctrl-C aborts the current turn; Ctrl-C at the "
         "prompt, Ctrl-D or /exit leaves. /reset starts a new conversation, /history shows it.",
     )
     run = commands.add_parser(
         "run",
-        parents=[common],
+        parents=[shared, common],
         help="one turn, not interactive",
         description="One turn. Exit code 0 when it completed, 1 on an error, 2 on bad input, "
-        "130 when aborted.",
+        "3 when the budget (--max-cost, --max-turn-tokens) stopped it, 130 when aborted.",
     )
     run.add_argument("prompt", metavar="PROMPT", help="what to ask the agent")
+    serve = commands.add_parser(
+        "serve",
+        parents=[shared],
+        help="serve the agent over HTTP (POST /api/ai/invoke)",
+        description="The invoke API (glassagent.server) on HOST:PORT until Ctrl-C or SIGTERM. "
+        "Needs the server extra: pip install 'glassagent[server]'.",
+    )
+    _serve_options(serve)
     return parser
 
 
-def parse(argv: Sequence[str], version: str) -> Options:
+def parse(argv: Sequence[str], version: str) -> Options | ServeOptions:
     """Parse the command line (without the program name); no command means ``chat``.
 
     Raises:
@@ -153,6 +291,23 @@ def parse(argv: Sequence[str], version: str) -> Options:
     if not args or (args[0] not in _COMMANDS and args[0] not in _HELP_FLAGS):
         args.insert(0, "chat")
     ns = build_parser(version).parse_args(args)
+    if ns.command == "serve":
+        return ServeOptions(
+            provider=ns.provider,
+            model=ns.model,
+            base_url=ns.base_url,
+            workspace=ns.workspace,
+            allow_commands=ns.allow_commands,
+            store=ns.store,
+            host=ns.host,
+            port=ns.port,
+            tokens=ns.tokens,
+            max_iterations=ns.max_iterations,
+            system=ns.system,
+            max_cost=ns.max_cost,
+            max_turn_tokens=ns.max_turn_tokens,
+            debug=ns.debug,
+        )
     return Options(
         command=ns.command,
         prompt=getattr(ns, "prompt", None),
@@ -167,4 +322,6 @@ def parse(argv: Sequence[str], version: str) -> Options:
         history=ns.history,
         json=ns.json,
         debug=ns.debug,
+        max_cost=ns.max_cost,
+        max_turn_tokens=ns.max_turn_tokens,
     )

@@ -15,6 +15,7 @@ from glassagent import Agent, RunResult
 from glassagent.cli._options import Options
 from glassagent.cli._setup import (
     BadInput,
+    budget_for,
     check_workspace,
     load_history,
     open_client,
@@ -24,6 +25,7 @@ from glassagent.cli._setup import (
 from glassagent.cli._terminal import Interrupts, LineReader, asking, declining
 from glassagent.cli._view import HumanView, Turn, View, error_line
 from glassagent.errors import GlassAgentError, ProviderError, RunAborted, UserError
+from glassagent.events import BudgetExceededEvent
 from glassagent.history import History
 from glassagent.llm import ToolCall
 from glassagent.workspace import Workspace
@@ -35,7 +37,7 @@ DEFAULT_SYSTEM = (
 )
 """The system instructions unless ``--system`` replaces them."""
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_ABORTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ABORTED = 0, 1, 2, 3, 130
 
 Confirm = Callable[[ToolCall], "bool | Awaitable[bool]"]
 
@@ -91,6 +93,7 @@ class Session:
                     system=options.system if options.system is not None else DEFAULT_SYSTEM,
                     max_iterations=options.max_iterations,
                     settings=settings_for(provider),
+                    budget=budget_for(options.max_cost, options.max_turn_tokens, client),
                 )
 
     async def play(self, agent: Agent[None], prompt: str, history: History) -> Turn:
@@ -121,7 +124,7 @@ class Session:
         path = self.options.history
         if path is None or turn.result is None:
             return True
-        if turn.result.stop_reason not in ("end_turn", "aborted"):
+        if turn.result.stop_reason not in ("end_turn", "aborted", "budget"):
             return True  # a failed turn leaves the history as it was
         try:
             history.save(path)
@@ -142,6 +145,15 @@ def unknown_model(turn: Turn) -> bool:
     )
 
 
+def budget_stop(turn: Turn) -> BudgetExceededEvent | None:
+    """The event that ended the turn when the budget stopped it."""
+    result = turn.result
+    if result is None or result.stop_reason != "budget" or not result.events:
+        return None
+    last = result.events[-1]
+    return last if isinstance(last, BudgetExceededEvent) else None
+
+
 async def run_once(session: Session) -> int:
     """``glassagent run``: one turn; the exit code tells how it ended."""
     options = session.options
@@ -153,7 +165,13 @@ async def run_once(session: Session) -> int:
     saved = session.save(history, turn)
     error = turn.error
     if error is None:
-        return EXIT_OK if saved else EXIT_ERROR
+        if not saved:
+            return EXIT_ERROR
+        stop = budget_stop(turn)
+        if stop is not None:
+            session.errors.note(f"glassagent: the budget stopped the turn: {stop.reason}", "yellow")
+            return EXIT_BUDGET
+        return EXIT_OK
     if isinstance(error, RunAborted):
         session.fail(f"aborted: {error.reason}")
         return EXIT_ABORTED

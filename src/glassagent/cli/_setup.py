@@ -10,13 +10,15 @@ import importlib.util
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from glassagent import BaseLLMClient, ModelSettings
+from glassagent import BaseLLMClient, Budget, ModelSettings, Usage
 from glassagent.errors import ConfigurationError, GlassAgentError
 from glassagent.history import AttachmentPolicy, History
 from glassagent.llm import create_llm_client
+from glassagent.profiles import client_cost
 
 LOCAL = "local"
 """The provider name of the embedded local model (`glassagent.local`)."""
@@ -141,6 +143,34 @@ async def _local_client(
 def settings_for(provider: str) -> ModelSettings | None:
     """Generation settings the CLI gives a provider (`None`: the provider's own defaults)."""
     return LOCAL_SETTINGS if provider == LOCAL else None
+
+
+def budget_for(
+    max_cost: Decimal | None, max_tokens: int | None, client: BaseLLMClient
+) -> Budget | None:
+    """The `Budget` of ``--max-cost`` and ``--max-turn-tokens`` (`None` without either).
+
+    ``--max-cost`` is in the currency the model is priced in.
+
+    Raises:
+        BadInput: For ``--max-cost`` on a model that cannot be priced.
+    """
+    if max_cost is None and max_tokens is None:
+        return None
+    currency = "USD"
+    if max_cost is not None:
+        usage = Usage(input_tokens=1000, output_tokens=1000)
+        try:
+            probe = client_cost(client, usage)  # priced as the agent prices it
+        except GlassAgentError as exc:  # an invalid profile file
+            raise BadInput(str(exc)) from exc
+        if probe.amount is None:
+            raise BadInput(
+                f"--max-cost needs a model with prices, and {client.model!r} has none "
+                f"({probe.reason}): add pricing to its profile, or use --max-turn-tokens"
+            )
+        currency = probe.currency
+    return Budget(max_cost=max_cost, max_tokens=max_tokens, currency=currency)
 
 
 def check_workspace(folder: Path) -> Path:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol, TextIO
 
 from glassagent import RunResult
 from glassagent.errors import GlassAgentError
 from glassagent.events import (
+    BudgetExceededEvent,
     Event,
     FunctionCallStartEvent,
     FunctionExecutionCompleteEvent,
@@ -27,6 +29,7 @@ from glassagent.events import (
     ToolProgressEvent,
 )
 from glassagent.history import HistoryMessage
+from glassagent.profiles import Cost
 
 RESULT_LINES = 8
 """Lines of a tool's result shown; the rest is summed up as "(N more lines)"."""
@@ -110,6 +113,22 @@ def is_declined(execution: ToolExecution) -> bool:
     return isinstance(ui, Mapping) and bool(ui.get("declined"))
 
 
+def money(cost: Cost) -> str | None:
+    """A priced cost for people, or `None` when it is not priced.
+
+    Four significant digits, and at least two decimals: ``0.00224 USD``, ``1.50 USD``.
+    """
+    amount = cost.amount
+    if amount is None:
+        return None
+    if amount:
+        amount = round(amount, max(2, 3 - amount.adjusted())).normalize()
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent > -2:
+        amount = amount.quantize(Decimal("0.01"))
+    return f"{amount:f} {cost.currency}"
+
+
 def error_line(error: BaseException) -> str:
     """An error as one clear line: its type and its message."""
     return one_line(f"{type(error).__name__}: {error}", 600)
@@ -178,6 +197,9 @@ class HumanView:
                 self._line(f"  {marks.progress} {text}", "dim")
             case FunctionExecutionCompleteEvent(execution=execution):
                 self._result(execution)
+            case BudgetExceededEvent(reason=reason):
+                self._line(f"(the budget stopped the turn: {reason}; what came so far is kept)",
+                           "yellow")  # fmt: skip
             case _:  # the run's start of tools, sending results, and its end: nothing to add
                 pass
 
@@ -215,9 +237,12 @@ class HumanView:
             return
         usage, marks = result.usage, self.marks
         calls = "call" if result.iterations == 1 else "calls"
+        cost = money(result.cost) if result.iterations else None
+        priced = f" {marks.sep} {cost}" if cost else ""
         self._line(
             f"{marks.rule} {usage.input_tokens:,} in / {usage.output_tokens:,} out tokens "
-            f"{marks.sep} {result.iterations} model {calls} {marks.sep} {turn.seconds:.1f} s",
+            f"{marks.sep} {result.iterations} model {calls}{priced} {marks.sep} "
+            f"{turn.seconds:.1f} s",
             "dim",
         )
 

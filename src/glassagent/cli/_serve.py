@@ -1,0 +1,132 @@
+"""``glassagent serve``: the invoke API of `glassagent.server` on a host and port.
+
+Everything is checked before the model starts: the tokens file, the host (no tokens: loopback
+only), the address, the store and the workspace; a mistake is a `BadInput` (one line, exit
+code 2). Then the client opens, and the app is served in this event loop until SIGINT or
+SIGTERM; the client is closed (and a local model stopped) after the server.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from glassagent.cli._options import ServeOptions
+from glassagent.cli._session import DEFAULT_SYSTEM, EXIT_OK
+from glassagent.cli._setup import (
+    BadInput,
+    budget_for,
+    check_workspace,
+    open_client,
+    provider_of,
+    settings_for,
+)
+from glassagent.errors import ConfigurationError, UserError
+from glassagent.server import ServerLimits, aserve, check_host, create_app, load_tokens
+from glassagent.tools import Tool
+from glassagent.workspace import Workspace
+
+Note = Callable[[str], None]
+
+
+async def serve_command(options: ServeOptions, note: Note) -> int:
+    """Check everything, open the model client, serve until stopped; exit code 0.
+
+    Raises:
+        BadInput: For a tokens file, host, address, store, workspace, provider, model or key
+            that cannot work.
+    """
+    tokens = _tokens(options.tokens)
+    try:
+        check_host(options.host, authenticated=tokens is not None)
+    except ConfigurationError as exc:
+        raise BadInput(f"{exc} (give them with --tokens FILE)") from exc
+    _check_address(options.host, options.port)
+    store = _store(options.store)
+    tools = _tools(options)
+    provider = provider_of(options.provider, note)
+    async with open_client(provider, options.model, options.base_url, note) as client:
+        try:
+            limits = ServerLimits(
+                max_iterations=options.max_iterations,
+                budget=budget_for(options.max_cost, options.max_turn_tokens, client),
+            )
+            app = create_app(
+                model=client,
+                tools=tools,
+                store=store,
+                tokens=tokens,
+                limits=limits,
+                system=_system(options, tools),
+                settings=settings_for(provider),
+            )
+        except ConfigurationError as exc:  # starlette is missing, or the model cannot be priced
+            raise BadInput(str(exc)) from exc
+        users = f"{len(set(tokens.values()))} users" if tokens else "one anonymous user"
+        note(
+            f"serving {client.provider_name}/{client.model} to {users}, "
+            f"{len(tools)} tools, {'chats in ' + str(store) if store else 'no stored chats'}"
+        )
+        await aserve(app, host=options.host, port=options.port)
+    return EXIT_OK
+
+
+def _system(options: ServeOptions, tools: list[Tool]) -> str | None:
+    """``--system``; else the coding agent's instructions when there are workspace tools."""
+    if options.system is not None:
+        return options.system
+    return DEFAULT_SYSTEM if tools else None
+
+
+def _tokens(path: Path | None) -> dict[str, str] | None:
+    if path is None:
+        return None
+    try:
+        return load_tokens(path)
+    except ConfigurationError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind `host` and `port` for a moment, as the server will, to report a problem in one line.
+
+    Raises:
+        BadInput: When the host is unknown, or the address is in use or not this machine's.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:  # socket.gaierror included
+        raise BadInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def _store(path: Path | None) -> Path | None:
+    """The store directory: it may not exist yet, but its parent must.
+
+    Raises:
+        BadInput: When it is not a directory, or its parent does not exist.
+    """
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"the store {str(path)!r} is not a folder")
+    if not path.exists() and not path.resolve().parent.is_dir():
+        raise BadInput(f"cannot keep chats in {str(path)!r}: its folder does not exist")
+    return path.resolve()
+
+
+def _tools(options: ServeOptions) -> list[Tool]:
+    """The workspace's tools with ``--workspace`` (never asking: no one is at a terminal)."""
+    if options.workspace is None:
+        if options.allow_commands:
+            raise BadInput("--allow-commands needs --workspace")
+        return []
+    root = check_workspace(options.workspace)
+    try:
+        workspace = Workspace(root, allow_commands=options.allow_commands)
+    except UserError as exc:
+        raise BadInput(str(exc)) from exc
+    return list(workspace.tools)
