@@ -214,7 +214,7 @@ class Acting:
         assert prepared is not None
         if state.ask:
             tool = prepared.tool
-            answer, _ = await self._gate.wait(state.call, tool.approver)
+            answer = await self._gate.wait(state.call, tool.approver)
             self._emit(
                 ApprovalAnsweredEvent,
                 call_id=state.call.id,

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Message, ToolCall
@@ -22,8 +22,6 @@ from glassagent._tools.execute import _call_async
 
 if TYPE_CHECKING:
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool
-
-Source = Literal["run", "approver", "resume"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +162,7 @@ class ApprovalGate:
 
     def __init__(self, given: Mapping[str, Answer] | None = None) -> None:
         self._given = dict(given or {})
-        self._waiting: dict[str, tuple[ToolCall, asyncio.Future[tuple[Answer, Source]]]] = {}
+        self._waiting: dict[str, tuple[ToolCall, asyncio.Future[Answer]]] = {}
 
     @property
     def pending(self) -> tuple[ToolCall, ...]:
@@ -180,12 +178,12 @@ class ApprovalGate:
         future = asyncio.get_running_loop().create_future()
         self._waiting[call.id] = (call, future)
 
-    def answer(self, call_id: str, answer: Answer, source: Source = "run") -> bool:
+    def answer(self, call_id: str, answer: Answer) -> bool:
         """Answer a waiting call; `False` when it is not waiting (or was answered already)."""
         entry = self._waiting.get(call_id)
         if entry is None or entry[1].done():
             return False
-        entry[1].set_result((answer, source))
+        entry[1].set_result(answer)
         return True
 
     def close(self) -> None:
@@ -193,10 +191,10 @@ class ApprovalGate:
         for _, future in self._waiting.values():
             future.cancel()
 
-    async def wait(self, call: ToolCall, approver: Approver | None) -> tuple[Answer, Source]:
+    async def wait(self, call: ToolCall, approver: Approver | None) -> Answer:
         """The answer for `call`: given ahead, or the first of the run's and the approver's."""
         if call.id in self._given:
-            return self._given.pop(call.id), "resume"
+            return self._given.pop(call.id)
         future = self._waiting[call.id][1]
         asking: asyncio.Task[Answer] | None = None
         if approver is not None:
@@ -210,4 +208,4 @@ class ApprovalGate:
 
     def _from_approver(self, call_id: str, asking: asyncio.Task[Answer]) -> None:
         if not asking.cancelled():
-            self.answer(call_id, asking.result(), "approver")
+            self.answer(call_id, asking.result())
