@@ -119,6 +119,14 @@ def test_run_without_yes_declines_writes_and_commands(project: Path) -> None:
     assert all("declined" in c["result"] for c in completed)
     assert "declined" in model.tool_results(1)[0]
     assert "--yes" in done.stderr
+    # the answers go through the run's approval of tool calls
+    answered = [e for e in events(done.stdout) if e["type"] == "approval_answered"]
+    required = [e["call"]["name"] for e in events(done.stdout) if e["type"] == "approval_required"]
+    assert required == ["write_file", "execute_command"]
+    assert [(e["tool_name"], e["approved"]) for e in answered] == [
+        ("write_file", False),
+        ("execute_command", False),
+    ]
 
 
 def test_run_continues_and_saves_a_history_file(project: Path, tmp_path: Path) -> None:

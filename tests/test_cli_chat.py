@@ -158,6 +158,31 @@ def test_chat_asks_before_a_write_and_obeys_the_answer(
     assert "declined" in model.tool_results(2)[-1]
 
 
+def test_ctrl_c_while_a_question_is_open_aborts_the_turn(
+    project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedModel(
+        call(("write_file", {"path": "maybe.txt", "content": "maybe\n"})),
+        say("Back again."),
+    ) as model:
+        term = Terminal(["chat", *model.args(), "--workspace", str(project)], project)
+        terminals.append(term)
+        term.expect("> ")
+        term.type("Write a file\r")
+        term.expect("Allow the agent to write maybe.txt (6 bytes)? [y/N] ")
+        term.type("\x03")  # Ctrl-C: abort the turn rather than answer
+        term.expect("aborted")
+        term.expect("> ")
+        term.type("Hello\r")
+        term.expect("Back again.")
+        term.expect("> ")
+        term.type("/exit\r")
+        assert term.wait() == 0
+    assert not (project / "maybe.txt").exists()
+    second = model.bodies[1]["messages"]
+    assert "aborted" in second[-2]["content"]  # the call's result, marked cut short
+
+
 def test_ctrl_c_at_the_prompt_leaves(project: Path, terminals: list[Terminal]) -> None:
     with ScriptedModel() as model:
         term = Terminal(["chat", *model.args(), "--workspace", str(project)], project)

@@ -130,6 +130,13 @@ SAMPLES: list[ev.BaseEvent] = [
         iterations=1,
         **COMMON,
     ),
+    ev.ApprovalRequiredEvent(call=CALL, tool_name="add", ui_info={"icon": "+"}, **COMMON),
+    ev.ApprovalAnsweredEvent(
+        call_id="c1", tool_name="add", approved=False, reason="not today", **COMMON
+    ),
+    ev.AwaitingApprovalEvent(
+        pending=(CALL,), text="first", usage=Usage(4, 5), iterations=1, **COMMON
+    ),
 ]
 
 
@@ -205,7 +212,7 @@ def test_a_cost_is_a_decimal_string_in_json_and_round_trips_exactly() -> None:
     again = ev.parse_event(json.loads(json.dumps(SAMPLES[11].to_dict())))
     assert again.cost.amount == Decimal("0.0000165")  # type: ignore[union-attr]
     assert isinstance(again.cost.amount, Decimal)  # type: ignore[union-attr]
-    budget = SAMPLES[-1].to_dict()
+    budget = next(e for e in SAMPLES if e.type == "budget_exceeded").to_dict()
     assert budget["type"] == "budget_exceeded"
     assert budget["limit"] == "max_cost"
     assert budget["cost"]["amount"] is None

@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from glassagent import Agent, LLMResponse, ToolCall
-from glassagent.events import FunctionExecutionCompleteEvent, ToolProgressEvent
+from glassagent.events import (
+    ApprovalAnsweredEvent,
+    ApprovalRequiredEvent,
+    FunctionExecutionCompleteEvent,
+    ToolProgressEvent,
+)
 from glassagent.testing import ScriptedClient
 from glassagent.workspace import Workspace
 from workspace_support import call, context, executions, run_calls, run_one, tools
@@ -270,6 +275,82 @@ async def test_a_confirm_that_raises_stops_the_change(root: Path) -> None:
     assert outcome.is_error
     assert "RuntimeError: no terminal" in outcome.result
     assert not (root / "a").exists()
+
+
+async def test_the_time_confirm_takes_is_not_part_of_the_tool_timeout(root: Path) -> None:
+    async def slow_person(request: ToolCall) -> bool:
+        await asyncio.sleep(0.6)  # longer than the tool timeout
+        return True
+
+    ws = Workspace(root, allow_commands=True, confirm=slow_person)
+    client = ScriptedClient(
+        [
+            LLMResponse(
+                tool_calls=[
+                    call("write_file", "c1", path="a.txt", content="yes"),
+                    call("execute_command", "c2", command="echo hi"),
+                ]
+            ),
+            "done",
+        ]
+    )
+    result = await Agent(client, ws.tools, tool_timeout=0.3).run("go")
+    done = executions(result)
+    assert (done["c1"].is_error, done["c1"].result) == (False, "Created 'a.txt': 3 bytes, 1 line.")
+    assert not done["c2"].is_error
+    assert done["c2"].result.startswith("hi\n")
+    assert (root / "a.txt").read_text() == "yes"
+
+
+async def test_confirm_answers_through_the_approval_events(root: Path) -> None:
+    ws = Workspace(root, confirm=lambda request: False)
+    result = await run_calls(ws, call("write_file", "c1", path="a.txt", content="x"))
+    required = [e for e in result.events if isinstance(e, ApprovalRequiredEvent)]
+    answered = [e for e in result.events if isinstance(e, ApprovalAnsweredEvent)]
+    assert [e.call.id for e in required] == ["c1"]
+    assert [(e.call_id, e.approved) for e in answered] == [("c1", False)]
+    assert not (root / "a.txt").exists()
+
+
+async def test_the_run_can_answer_before_confirm_does(root: Path) -> None:
+    never = asyncio.Event()
+
+    async def waits_forever(request: ToolCall) -> bool:
+        await never.wait()
+        return False
+
+    ws = Workspace(root, confirm=waits_forever)
+    client = ScriptedClient(
+        [LLMResponse(tool_calls=[call("write_file", "c1", path="a.txt", content="x")]), "done"]
+    )
+    run = Agent(client, ws.tools).run("go")
+    async for event in run:
+        if isinstance(event, ApprovalRequiredEvent):
+            assert run.approve(event.call.id)
+    assert (root / "a.txt").read_text() == "x"
+
+
+async def test_changes_can_need_approval_without_confirm_and_be_deferred(root: Path) -> None:
+    ws = Workspace(root, requires_approval=True)
+    client = ScriptedClient(
+        [
+            LLMResponse(
+                tool_calls=[
+                    call("write_file", "c1", path="a.txt", content="x"),
+                    call("list_files", "c2"),
+                ]
+            ),
+            "Written.",
+        ]
+    )
+    agent = Agent(client, ws.tools)
+    first = await agent.run("go", defer_approval=True)
+    assert first.stop_reason == "awaiting_approval"
+    assert [c.id for c in first.pending_approvals] == ["c1"]
+    assert not (root / "a.txt").exists()
+    second = await agent.resume(first, {"c1": True})
+    assert second.text == "Written."
+    assert (root / "a.txt").read_text() == "x"
 
 
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")

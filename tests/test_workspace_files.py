@@ -10,7 +10,7 @@ import pytest
 
 from glassagent.errors import ToolError, UserError
 from glassagent.workspace import Workspace
-from workspace_support import call, context, executions, names, run_calls, run_one, tools
+from workspace_support import call, executions, names, run_calls, run_one, tools
 
 
 @pytest.fixture
@@ -308,7 +308,7 @@ async def test_a_replaced_file_keeps_its_mode(root: Path) -> None:
     script = root / "run.sh"
     script.write_text("echo old\n")
     script.chmod(0o750)
-    await tools(Workspace(root))["write_file"]("run.sh", "echo new\n", ctx=context("write_file"))
+    await tools(Workspace(root))["write_file"]("run.sh", "echo new\n")
     assert stat.S_IMODE(script.stat().st_mode) == 0o750
 
 

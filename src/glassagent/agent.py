@@ -3,9 +3,10 @@
 `Agent.run` returns an `AgentRun`: iterate it for events, await it for the `RunResult`.
 """
 
+from glassagent._agent.act import ABORT_GRACE_SECONDS
 from glassagent._agent.agent import Agent, AttachmentLike
 from glassagent._agent.budget import Budget
-from glassagent._agent.run import ABORT_GRACE_SECONDS, AgentRun
+from glassagent._agent.run import AgentRun
 from glassagent._core.result import BudgetLimit, RunResult, RunStopReason
 from glassagent._public import publish
 

@@ -8,17 +8,22 @@ A run with one tool round emits, in order:
 ```text
 (context_selection -> context_tool_complete*)    only for an agent with context tools
 llm_request -> llm_retry* -> thinking_chunk* -> text_chunk* -> llm_response
-  -> function_call_start (one per call) -> function_execution_start
-  -> tool_progress* / function_execution_complete (one per call, as each finishes)
+  -> function_call_start (one per call) -> approval_required (per call needing it)
+  -> function_execution_start
+  -> approval_answered* / tool_progress* / function_execution_complete (one per call)
   -> sending_function_response
 llm_request -> ... -> llm_response -> complete
 ```
 
-and ends with exactly one of ``complete``, ``aborted``, ``error`` or ``budget_exceeded``.
+and ends with exactly one of ``complete``, ``aborted``, ``error``, ``budget_exceeded`` or
+(a run with ``defer_approval=True``) ``awaiting_approval``.
 """
 
 from glassagent._core.events import (
     AbortedEvent,
+    ApprovalAnsweredEvent,
+    ApprovalRequiredEvent,
+    AwaitingApprovalEvent,
     BaseEvent,
     BudgetExceededEvent,
     CompleteEvent,
@@ -44,6 +49,9 @@ from glassagent._public import publish
 
 __all__ = [
     "AbortedEvent",
+    "ApprovalAnsweredEvent",
+    "ApprovalRequiredEvent",
+    "AwaitingApprovalEvent",
     "BaseEvent",
     "BudgetExceededEvent",
     "CompleteEvent",

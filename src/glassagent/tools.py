@@ -1,7 +1,8 @@
 """Tools: functions the model can call, described by JSON Schema from type hints and docstrings.
 
 Decorate a function with `tool` (or pass it to `Agent` as is). Add a parameter annotated
-`ToolContext` to report progress, read ``deps`` or watch for an abort.
+`ToolContext` to report progress, read ``deps`` or watch for an abort. A tool made with
+``requires_approval=True`` (or an `ApprovalPolicy`) runs only once a person approved the call.
 
 Context tools (`context_tool`, `ContextTool`) are run by the agent itself before the model is
 asked, when they are relevant enough to the user's message; `ContextSettings` says how many run
@@ -20,9 +21,12 @@ from glassagent._tools.context_tools import (
     context_tool,
 )
 from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
-from glassagent._tools.tool import Tool, tool
+from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool, tool
 
 __all__ = [
+    "ApprovalAnswer",
+    "ApprovalPolicy",
+    "Approver",
     "ContextPlacement",
     "ContextSettings",
     "ContextTool",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from glassagent._agent.approval import check_answers, pending_calls
 from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
 from glassagent._agent.run import AgentRun
@@ -16,10 +17,11 @@ from glassagent._core.messages import Attachment, Message, ModelSettings
 from glassagent._core.result import RunResult
 from glassagent._tools.context import DepsT
 from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
-from glassagent._tools.tool import Tool, as_tool
+from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
     from glassagent._history.tree import History
+    from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
 
 AttachmentLike = Attachment | str | os.PathLike[str]
 """An `Attachment`, or a file path to attach."""
@@ -52,6 +54,7 @@ class Agent(Generic[DepsT]):
         "client",
         "context_settings",
         "max_iterations",
+        "requires_approval",
         "run_timeout",
         "settings",
         "system",
@@ -71,6 +74,7 @@ class Agent(Generic[DepsT]):
         context_tools: Iterable[ContextTool] = (),
         context_settings: ContextSettings | None = None,
         budget: Budget | None = None,
+        requires_approval: bool | ApprovalPolicy = False,
     ) -> None:
         """Create an agent.
 
@@ -93,10 +97,13 @@ class Agent(Generic[DepsT]):
             budget: Limits on what each run may spend (cost, tokens, model calls), checked
                 before each model call; a run that would pass one stops with
                 ``stop_reason="budget"``, keeping what it produced (`None`: no limits).
+            requires_approval: Which tool calls need a person's approval before they run,
+                besides those whose tool requires it: `True` for every call, or an
+                `ApprovalPolicy` deciding call by call (see "Approval of tool calls").
 
         Raises:
-            UserError: On a non-client, duplicate tool names, a bad limit or a budget that
-                is not a `Budget`.
+            UserError: On a non-client, duplicate tool names, a bad limit, a budget that
+                is not a `Budget`, or a `requires_approval` that is not a bool or callable.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -107,12 +114,8 @@ class Agent(Generic[DepsT]):
                 raise UserError(f"`{name}` must be a positive number of seconds.")
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
-        by_name: dict[str, Tool] = {}
-        for item in tools:
-            wrapped = as_tool(item)
-            if wrapped.name in by_name:
-                raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
-            by_name[wrapped.name] = wrapped
+        check_approval_rule(requires_approval)
+        by_name = _tools_by_name(tools)
         self.client: BaseLLMClient = client
         """The model backend."""
         self.system: str | None = system
@@ -127,6 +130,8 @@ class Agent(Generic[DepsT]):
         """Seconds a whole run may take (`None`: no limit)."""
         self.budget: Budget | None = budget
         """Limits on what each run may spend (`None`: none)."""
+        self.requires_approval: bool | ApprovalPolicy = requires_approval
+        """Which calls need approval, besides those whose tool requires it."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         self._context_tools = _context_tools(context_tools)
@@ -153,6 +158,7 @@ class Agent(Generic[DepsT]):
         attachments: Iterable[AttachmentLike] = (),
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
+        defer_approval: bool = False,
     ) -> AgentRun:
         """Start a run; iterate the result for events, or await it for the `RunResult`.
 
@@ -171,6 +177,11 @@ class Agent(Generic[DepsT]):
             attachments: Files sent with the prompt (paths or `Attachment`s).
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings that override the agent's for this run.
+            defer_approval: Do not wait for calls that need approval (unless their tool has
+                an `Approver`): the other calls run, then the run ends with
+                ``stop_reason="awaiting_approval"`` and its `RunResult.pending_approvals`;
+                continue it with `resume`. `False`: the run waits for `AgentRun.approve` or
+                `AgentRun.deny`.
 
         Raises:
             UserError: When both `messages` and `history` are given, or `append_to_history`
@@ -190,7 +201,74 @@ class Agent(Generic[DepsT]):
                 attachments=tuple(_attachment(a) for a in attachments),
             )
         )
-        config = RunConfig(
+        config = self._configure(history, append_to_history, deps, settings, defer_approval)
+        return AgentRun(config, conversation)
+
+    def resume(
+        self,
+        previous: RunResult | History | Sequence[Message],
+        approvals: Mapping[str, ApprovalAnswer] | None = None,
+        *,
+        append_to_history: bool = False,
+        deps: DepsT | None = None,
+        settings: ModelSettings | None = None,
+        defer_approval: bool = False,
+    ) -> AgentRun:
+        """Continue a run that ended ``awaiting_approval``, with a person's answers.
+
+        The calls that waited are those of the conversation's last answer without a result;
+        each answered call runs (`True`) or goes back to the model declined (`False`, or a
+        reason). A call left unanswered needs approval again: the new run waits for it (or,
+        with `defer_approval`, ends ``awaiting_approval`` again at once). Then the run goes on
+        as any run does. Nothing else is kept between the two: in a new process, load the
+        saved `History` (or messages) and resume from it, with an agent that has the tools.
+
+        Example:
+            ```python
+            result = await agent.run("Tidy up", history=history, append_to_history=True,
+                                     defer_approval=True)
+            history.save("chat.json")
+            ...  # later, anywhere: ask a person about result.pending_approvals
+            history = History.load("chat.json")
+            await agent.resume(history, {"call_1": True, "call_2": "not that file"},
+                               append_to_history=True)
+            ```
+
+        Args:
+            previous: The run's `RunResult`, the `History` its turn was appended to (its
+                thread at the current node), or its conversation (``all_messages``).
+            approvals: Answers by call id: `True` approves, `False` declines, a string
+                declines with that reason.
+            append_to_history: Append what the new run adds to `previous`, a `History`,
+                below its current node.
+            deps: Any object tools receive as ``ctx.deps``.
+            settings: Generation settings that override the agent's for this run.
+            defer_approval: As for `run`.
+
+        Raises:
+            UserError: When no call of `previous` awaits approval, an answer names another
+                call or is not a bool or a string, or `append_to_history` is given without a
+                `History`.
+        """
+        history, conversation = _conversation_of(previous)
+        if append_to_history and history is None:
+            raise UserError("`append_to_history=True` needs a `History` to resume from.")
+        pending = pending_calls(conversation)
+        if not pending:
+            raise UserError("Nothing to resume: no tool call of the conversation awaits approval.")
+        answers = check_answers(approvals or {}, pending)
+        config = self._configure(history, append_to_history, deps, settings, defer_approval)
+        return AgentRun(config, conversation, resume=(pending, answers))
+
+    def _configure(
+        self,
+        history: History | None,
+        append_to_history: bool,
+        deps: Any,
+        settings: ModelSettings | None,
+        defer_approval: bool,
+    ) -> RunConfig:
+        return RunConfig(
             client=self.client,
             tools=self._tools,
             definitions=self._definitions,
@@ -205,8 +283,9 @@ class Agent(Generic[DepsT]):
             append_below=history.current_node if history is not None else None,
             context_tools=self._context_tools,
             context_settings=self.context_settings,
+            requires_approval=self.requires_approval,
+            defer_approval=defer_approval,
         )
-        return AgentRun(config, conversation)
 
     def run_sync(
         self,
@@ -218,6 +297,7 @@ class Agent(Generic[DepsT]):
         attachments: Iterable[AttachmentLike] = (),
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
+        defer_approval: bool = False,
     ) -> RunResult:
         """Run to the end and return the `RunResult`, from plain code or inside a running loop.
 
@@ -234,6 +314,8 @@ class Agent(Generic[DepsT]):
             attachments: Files sent with the prompt.
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings for this run.
+            defer_approval: End ``awaiting_approval`` rather than wait for approvals (see
+                `run`); nothing can answer a synchronous run while it waits.
 
         Raises:
             GlassAgentError: When the run fails or is aborted (with ``.result`` set).
@@ -246,11 +328,35 @@ class Agent(Generic[DepsT]):
             attachments=attachments,
             deps=deps,
             settings=settings,
+            defer_approval=defer_approval,
         )
         return run_coroutine_sync(_await(run))
 
     def __repr__(self) -> str:
         return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
+
+
+def _tools_by_name(tools: Iterable[Tool | ContextTool | Callable[..., Any]]) -> dict[str, Tool]:
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        wrapped = as_tool(item)
+        if wrapped.name in by_name:
+            raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
+        by_name[wrapped.name] = wrapped
+    return by_name
+
+
+def _conversation_of(
+    previous: RunResult | History | Sequence[Message],
+) -> tuple[History | None, list[Message]]:
+    """The conversation a resumed run continues, and the history it came from (if any)."""
+    from glassagent._history.tree import History
+
+    if isinstance(previous, History):
+        return previous, previous.to_messages()
+    if isinstance(previous, RunResult):
+        return None, list(previous.all_messages)
+    return None, list(previous)
 
 
 def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from glassagent._core.result import RunResult
     from glassagent._history.tree import History
     from glassagent._tools.context_tools import ContextSettings, ContextTool
-    from glassagent._tools.tool import Tool
+    from glassagent._tools.tool import ApprovalPolicy, Tool
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,14 @@ class RunConfig:
     """Tools run before the first model call to gather context (see `context_step`)."""
     context_settings: ContextSettings | None = None
     """How the context tools are selected and their output placed (`None`: the defaults)."""
+    requires_approval: bool | ApprovalPolicy = False
+    """The agent's rule for which calls need approval, besides each tool's own."""
+    defer_approval: bool = False
+    """End the run ``awaiting_approval`` rather than wait for calls without an approver."""
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:
-    """Append a finished, aborted or budget-stopped run's new messages to ``config.append_to``.
+    """Append the new messages of a run that did not fail to ``config.append_to``.
 
     A failed run leaves the history exactly as it was.
 
@@ -53,7 +57,7 @@ def append_turn(config: RunConfig, result: RunResult) -> None:
             refusal as ``__cause__``; the messages appended before it stay.
     """
     history = config.append_to
-    if history is None or result.stop_reason not in ("end_turn", "aborted", "budget"):
+    if history is None or result.stop_reason in ("error", "max_iterations"):
         return
     node = config.append_below
     appended: list[str] = []

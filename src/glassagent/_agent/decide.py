@@ -115,6 +115,17 @@ def last_assistant_text(messages: list[Message], start: int) -> str:
     return ""
 
 
+def last_user_message(messages: list[Message], start: int) -> int | None:
+    """Index of the user message a run answers: the one at `start`, else the last before it.
+
+    A resumed run starts after its conversation; it answers the last user message there.
+    """
+    for index in range(min(start, len(messages) - 1), -1, -1):
+        if messages[index].role == "user":
+            return index
+    return None
+
+
 def retry_fields(notice: RetryNotice) -> dict[str, Any]:
     """The ``llm_retry`` event payload for a client's `RetryNotice`."""
     return {

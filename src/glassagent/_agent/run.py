@@ -11,6 +11,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._agent import decide
+from glassagent._agent.act import Acting, Host
+from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.config import append_turn
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
@@ -26,19 +28,15 @@ from glassagent._core.errors import (
 )
 from glassagent._core.events import (
     AbortedEvent,
+    AwaitingApprovalEvent,
     BudgetExceededEvent,
     CompleteEvent,
     ErrorEvent,
     Event,
-    FunctionCallStartEvent,
-    FunctionExecutionCompleteEvent,
-    FunctionExecutionStartEvent,
     LLMRequestEvent,
     LLMResponseEvent,
-    SendingFunctionResponseEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
-    ToolProgressEvent,
 )
 from glassagent._core.messages import (
     LLMResponse,
@@ -48,19 +46,16 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
-from glassagent._core.result import RunResult, RunStopReason, ToolResult
-from glassagent._tools.context import ToolContext
-from glassagent._tools.execute import ToolInterrupted, execute_call
+from glassagent._core.result import RunResult, RunStopReason
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from typing_extensions import Self
 
     from glassagent._agent.budget import BudgetStop
     from glassagent._agent.config import RunConfig
-    from glassagent._tools.tool import Tool
-
-ABORT_GRACE_SECONDS = 0.25
-"""How long running tools may take to notice an abort before they are cancelled."""
+    from glassagent._tools.execute import ToolInterrupted
 
 _END = object()
 
@@ -74,29 +69,38 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
     ``asyncio.create_task(agent.run(...))`` work too. Nothing happens until the run is
     awaited, iterated or scheduled; a run dropped unused gives a `RuntimeWarning`, as a
     coroutine never awaited does (`close` discards one on purpose). Call `abort` from any task
-    to stop the run promptly. `Agent.run` creates runs; there is no need to construct one
+    to stop the run promptly, and `approve` or `deny` to answer a tool call that waits for
+    approval. `Agent.run` and `Agent.resume` create runs; there is no need to construct one
     yourself.
     """
 
-    def __init__(self, config: RunConfig, conversation: list[Message]) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        conversation: list[Message],
+        *,
+        resume: tuple[tuple[ToolCall, ...], Mapping[str, Answer]] | None = None,
+    ) -> None:
         self.run_id: str = uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
         self._config = config
         self._conversation = conversation
-        self._prior = len(conversation) - 1  # everything before the new user message
+        # Everything before the new user message; a resumed run adds no user message.
+        self._prior = len(conversation) - (0 if resume else 1)
+        self._resumed = resume[0] if resume else ()  # calls that waited for approval
+        self._gate = ApprovalGate(resume[1] if resume else None)
         self._context = NO_CONTEXT  # what the context tools gathered, sent with each request
         self._timed_out = False
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
         self._producer: asyncio.Task[None] | None = None
-        self._contexts: list[ToolContext[Any]] = []
+        self._acting = Acting(self.run_id, self._gate)
         self._usage = Usage()
         self._iterations = 0
         self._model_stop: StopReason | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._streaming = False
-        self._cancelling_tools = False
         self._abort_reason: str | None = None
         self._result: RunResult | None = None
         self._error: BaseException | None = None
@@ -124,10 +128,45 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         if self._result is not None or self._abort_reason is not None:
             return
         self._abort_reason = reason
-        for ctx in self._contexts:
-            ctx._abort()
+        self._acting.abort()
         if self._producer is not None:
             self._producer.cancel()
+
+    @property
+    def pending_approvals(self) -> tuple[ToolCall, ...]:
+        """The tool calls waiting for a person's answer now (see `approve`)."""
+        return self._gate.pending
+
+    def approve(self, call_id: str) -> bool:
+        """Approve a tool call that waits for approval: it runs at once.
+
+        Call it from any task of the run's event loop, e.g. on an ``approval_required`` event
+        or for a call of `pending_approvals`. The first answer to a call counts.
+
+        Args:
+            call_id: The call's id (``event.call.id``).
+
+        Returns:
+            Whether the answer was taken: `False` when that call is not waiting (an unknown
+            id, a call answered already, or a run that has ended).
+        """
+        return self._gate.answer(call_id, Answer(True))
+
+    def deny(self, call_id: str, reason: str | None = None) -> bool:
+        """Decline a tool call that waits for approval: it never runs.
+
+        The model gets an error result saying the user declined the call, with `reason`; the
+        ``function_execution_complete`` event has ``is_error=True`` and ``ui_info`` marked
+        ``{"declined": True}``.
+
+        Args:
+            call_id: The call's id (``event.call.id``).
+            reason: Why, for the model (and the ``approval_answered`` event).
+
+        Returns:
+            Whether the answer was taken (see `approve`).
+        """
+        return self._gate.answer(call_id, Answer(False, (reason or "").strip() or None))
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iterate()
@@ -336,8 +375,13 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._announce_end()
 
     async def _loop(self) -> None:
-        args = (self._config, self._conversation, self._prior, self.run_id, self._emit)
-        self._context = await gather_context(*args)
+        conversation = self._conversation
+        asked = decide.last_user_message(conversation, self._prior)
+        if asked is not None:
+            args = (self._config, conversation, asked, self.run_id, self._emit)
+            self._context = await gather_context(*args)
+        if self._resumed and not await self._act(self._resumed, resumed=True):
+            return
         iteration = 0
         while True:
             iteration += 1
@@ -356,7 +400,8 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
                 )
                 self._end(step.text, "end_turn")
                 return
-            await self._act(step.calls)
+            if not await self._act(step.calls):
+                return
             if not decide.may_think_again(iteration, self._config.max_iterations):
                 limit = self._config.max_iterations
                 raise MaxIterationsExceeded(
@@ -433,118 +478,35 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
         self._conversation.append(client.format_assistant_message(response))
         return response
 
-    async def _act(self, calls: tuple[ToolCall, ...]) -> None:
-        """Execute all calls of one answer concurrently; results go back in call order."""
-        tools = decide.resolve(calls, self._config.tools)
-        for call, tool in zip(calls, tools, strict=True):
-            self._emit(
-                FunctionCallStartEvent,
-                function_name=call.name,
-                tool_name=tool.name if tool else None,
-                args=call.input,
-                call_id=call.id,
-                ui_info=tool.ui_info if tool else None,
-            )
-        self._emit(FunctionExecutionStartEvent, count=len(calls))
-        started = time.perf_counter()
-        pairs = zip(calls, tools, strict=True)
-        tasks = [asyncio.create_task(self._call(call, tool)) for call, tool in pairs]
-        try:
-            await asyncio.wait(tasks)
-        except asyncio.CancelledError:
-            await self._observe_aborted(calls, tools, tasks, started)
-            raise
-        finally:
-            self._contexts.clear()
-        for call, task in zip(calls, tasks, strict=True):
-            self._conversation.append(self._config.client.format_tool_result(call, task.result()))
-        self._emit(SendingFunctionResponseEvent, count=len(calls))
+    async def _act(self, calls: tuple[ToolCall, ...], *, resumed: bool = False) -> bool:
+        """Run the calls of one answer; `False` when the run ended awaiting approval."""
+        host = Host(
+            self._config,
+            self._emit,
+            ended=lambda: self._result is not None,
+            reason=lambda: self._abort_reason or "cancelled",
+            interrupted=self._tool_interrupted,
+        )
+        pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)
+        if not pending:
+            return True
+        text = decide.last_assistant_text(self._conversation, self._prior)
+        fields = {"usage": self._usage, "iterations": self._iterations}
+        self._emit(AwaitingApprovalEvent, pending=pending, text=text, **fields)
+        self._end(text, "awaiting_approval", pending)
+        return False
 
-    async def _observe_aborted(
-        self,
-        calls: tuple[ToolCall, ...],
-        tools: list[Tool | None],
-        tasks: list[asyncio.Task[ToolResult]],
-        started: float,
-    ) -> None:
-        """Give running tools a short grace to notice the abort; keep what finished.
-
-        Every call cut short still gets its ``function_execution_complete`` (an error), so a
-        UI never waits forever on a call id.
-        """
-        for ctx in self._contexts:
-            ctx._abort()
-        _, pending = await asyncio.wait(tasks, timeout=ABORT_GRACE_SECONDS)
-        self._cancelling_tools = True
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        reason = self._abort_reason or "cancelled"
-        for call, tool, task in zip(calls, tools, tasks, strict=True):
-            if task.cancelled() or task.exception() is not None:
-                duration = (time.perf_counter() - started) * 1000
-                ui_info = tool.ui_info if tool is not None else None
-                result = decide.aborted_result(call, reason, duration, ui_info)
-                self._emit_complete(call, tool, result)
-                message = self._config.client.format_tool_result(call, result)
-                self._conversation.append(decide.mark_aborted(message))
-            else:
-                message = self._config.client.format_tool_result(call, task.result())
-                self._conversation.append(message)
-
-    async def _call(self, call: ToolCall, tool: Tool | None) -> ToolResult:
-        ctx: ToolContext[Any] | None = None
-        finished = False
-
-        def progress(message: str) -> None:
-            # A timed-out sync tool's thread may still report: its call has ended by then.
-            if not finished and self._result is None:
-                self._emit(ToolProgressEvent, tool=call.name, message=message, call_id=call.id)
-
-        if tool is not None:
-            ctx = ToolContext(
-                call_id=call.id,
-                run_id=self.run_id,
-                tool_name=tool.name,
-                deps=self._config.deps,
-                on_progress=progress,
-                ui_info=tool.ui_info,
-            )
-            self._contexts.append(ctx)
-        started = time.perf_counter()
-        try:
-            result = await execute_call(
-                tool,
-                call,
-                ctx,
-                available=self._config.tools.keys(),
-                default_timeout=self._config.tool_timeout,
-            )
-        except ToolInterrupted as interrupted:  # abort the run; its consumer gets it back
-            result = interrupted.result
-            if self._result is None and self._interrupt is None:
-                self._interrupt = interrupted.interrupt
-                self.abort(f"interrupted: tool {call.name!r} raised KeyboardInterrupt")
-        except asyncio.CancelledError:
-            if self._cancelling_tools:  # an abort: let the cancellation through
-                raise
-            # The tool itself raised CancelledError (e.g. it awaited something cancelled).
-            duration = (time.perf_counter() - started) * 1000
-            output = f"Error: tool {call.name!r} was cancelled from within."
-            result = ToolResult(call.id, call.name, output, True, duration, ctx and ctx.ui_info)
-        finally:
-            finished = True
-        self._emit_complete(call, tool, result)
-        return result
-
-    def _emit_complete(self, call: ToolCall, tool: Tool | None, result: ToolResult) -> None:
-        execution = decide.execution(call, tool, result)
-        self._emit(FunctionExecutionCompleteEvent, execution=execution)
+    def _tool_interrupted(self, interrupted: ToolInterrupted, reason: str) -> None:
+        """A tool raised `KeyboardInterrupt`: abort the run; its consumer gets it back."""
+        if self._result is None and self._interrupt is None:
+            self._interrupt = interrupted.interrupt
+            self.abort(reason)
 
     # ---- endings -----------------------------------------------------------------------
 
-    def _end(self, text: str, stop_reason: RunStopReason) -> None:
+    def _end(
+        self, text: str, stop_reason: RunStopReason, pending: tuple[ToolCall, ...] = ()
+    ) -> None:
         self._result = RunResult(
             text=text,
             new_messages=tuple(self._conversation[self._prior :]),
@@ -555,6 +517,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             stop_reason=stop_reason,
             model_stop_reason=self._model_stop,
             cost=self._guard.cost,
+            pending_approvals=pending,
         )
 
     def _keep_partial(self) -> str:

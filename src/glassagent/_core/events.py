@@ -303,6 +303,59 @@ class BudgetExceededEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovalRequiredEvent(BaseEvent):
+    """A tool call needs a person's approval before it runs (emitted before it waits).
+
+    Answer with `AgentRun.approve` or `AgentRun.deny`; a run with ``defer_approval=True``
+    ends with ``awaiting_approval`` instead, unless the tool has its own `Approver`.
+    """
+
+    type: Literal["approval_required"] = "approval_required"
+    """Event tag."""
+    call: ToolCall
+    """The call: its ``id`` is what `AgentRun.approve` and `AgentRun.deny` take."""
+    tool_name: str
+    """The registered tool that will run it."""
+    ui_info: Any = None
+    """The tool's display hints, if it declared any."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalAnsweredEvent(BaseEvent):
+    """A call that needed approval was approved (it runs now) or declined (it never runs)."""
+
+    type: Literal["approval_answered"] = "approval_answered"
+    """Event tag."""
+    call_id: str
+    """Id of the call."""
+    tool_name: str
+    """The registered tool of the call."""
+    approved: bool
+    """Whether the call was approved."""
+    reason: str | None = None
+    """Why it was declined, when a reason was given (or asking failed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwaitingApprovalEvent(BaseEvent):
+    """A run with ``defer_approval=True`` stopped to wait for approvals. Always its last event.
+
+    The other calls of the answer have run; `Agent.resume` continues with the answers.
+    """
+
+    type: Literal["awaiting_approval"] = "awaiting_approval"
+    """Event tag."""
+    pending: tuple[ToolCall, ...]
+    """The calls waiting for an answer, in the order the model made them."""
+    text: str
+    """The last answer text of the run, if any."""
+    usage: Usage
+    """Tokens used by the run's model calls."""
+    iterations: int
+    """Number of model calls made."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class LLMRequestEvent(BaseEvent):
     """A model call is about to be made: the neutral request, exactly as sent to the client."""
 
@@ -391,6 +444,9 @@ Event: TypeAlias = (
     | ContextSelectionEvent
     | ContextToolCompleteEvent
     | BudgetExceededEvent
+    | ApprovalRequiredEvent
+    | ApprovalAnsweredEvent
+    | AwaitingApprovalEvent
     | LLMRequestEvent
     | LLMResponseEvent
     | LLMRetryEvent

@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._core.messages import Message, StopReason, Usage
+from glassagent._core.messages import Message, StopReason, ToolCall, Usage
 from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
 
-RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error", "budget"]
+RunStopReason = Literal[
+    "end_turn", "max_iterations", "aborted", "error", "budget", "awaiting_approval"
+]
 """How an agent run ended (why the model stopped: `RunResult.model_stop_reason`); ``budget``
-when the agent's `Budget` stopped it before a model call."""
+when the agent's `Budget` stopped it before a model call; ``awaiting_approval`` when a run
+with ``defer_approval=True`` stopped for calls a person must approve
+(`RunResult.pending_approvals`; continue with `Agent.resume`)."""
 
 BudgetLimit = Literal["max_cost", "max_tokens", "max_model_calls"]
 """Which limit of a `Budget` stopped a run."""
@@ -67,6 +71,9 @@ class RunResult:
     cost: Cost = NOT_RECORDED
     """What the run's model calls cost: the sum of each ``llm_response`` event's cost (zero
     when no call was made); unpriced, with the reason, when a call could not be priced."""
+    pending_approvals: tuple[ToolCall, ...] = ()
+    """With ``stop_reason="awaiting_approval"``: the calls waiting for a person's answer, in
+    the order the model made them; continue with `Agent.resume`. Empty otherwise."""
 
     @property
     def truncated(self) -> bool:

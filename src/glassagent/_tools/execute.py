@@ -10,6 +10,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from glassagent._core.errors import ToolError
@@ -108,36 +109,65 @@ def _failure(exc: BaseException, name: str) -> str:
     return f"Error: tool {name!r} raised {type(exc).__name__}: {text}"
 
 
-async def execute_call(
+@dataclass(frozen=True)
+class Prepared:
+    """A call whose tool exists and whose arguments fit it: ready to run."""
+
+    tool: Tool
+    call: ToolCall
+    ctx: ToolContext[Any] | None
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+
+def _result(
+    call: ToolCall, ctx: ToolContext[Any] | None, started: float, output: str, is_error: bool
+) -> ToolResult:
+    ui_info = ctx.ui_info if ctx is not None else None
+    duration = (time.perf_counter() - started) * 1000
+    return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
+
+
+def prepare_call(
     tool: Tool | None,
     call: ToolCall,
     ctx: ToolContext[Any] | None,
     *,
     available: Collection[str],
-    default_timeout: float | None,
-) -> ToolResult:
-    """Run `call` with `tool` (None when the model named an unknown tool).
+) -> Prepared | ToolResult:
+    """Check `call` before it runs: an error result when it cannot, else its bound arguments.
+
+    `tool` is `None` when the model named an unknown tool.
+    """
+    started = time.perf_counter()
+    if problem := call.arguments_error:
+        output = f"Error: invalid arguments for tool {call.name!r}: {problem}"
+        return _result(call, ctx, started, output, True)
+    if tool is None:
+        names = ", ".join(available) or "none"
+        output = f"Error: unknown tool {call.name!r}. Available tools: {names}."
+        return _result(call, ctx, started, output, True)
+    try:
+        args, kwargs = tool._signature.bind(call.input, ctx)
+    except InvalidArguments as exc:
+        output = f"Error: invalid arguments for tool {tool.name!r}: {exc}"
+        return _result(call, ctx, started, output, True)
+    return Prepared(tool, call, ctx, args, kwargs)
+
+
+async def run_prepared(prepared: Prepared, *, default_timeout: float | None) -> ToolResult:
+    """Run a prepared call; its timeout starts now.
 
     Never raises for tool failures, whatever the tool raises; cancellation propagates, and a
     `KeyboardInterrupt` from the tool comes out as `ToolInterrupted`.
     """
+    tool, call, ctx = prepared.tool, prepared.call, prepared.ctx
     started = time.perf_counter()
 
     def done(output: str, is_error: bool) -> ToolResult:
-        ui_info = ctx.ui_info if ctx is not None else None
-        duration = (time.perf_counter() - started) * 1000
-        return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
+        return _result(call, ctx, started, output, is_error)
 
-    if problem := call.arguments_error:
-        return done(f"Error: invalid arguments for tool {call.name!r}: {problem}", True)
-    if tool is None:
-        names = ", ".join(available) or "none"
-        return done(f"Error: unknown tool {call.name!r}. Available tools: {names}.", True)
-    try:
-        args, kwargs = tool._signature.bind(call.input, ctx)
-    except InvalidArguments as exc:
-        return done(f"Error: invalid arguments for tool {tool.name!r}: {exc}", True)
-    function = functools.partial(tool.function, *args, **kwargs)
+    function = functools.partial(tool.function, *prepared.args, **prepared.kwargs)
     if tool.is_async:
         outcome: Awaitable[Outcome] = _call_async(function)
     else:

@@ -5,25 +5,59 @@ from __future__ import annotations
 import contextlib
 import inspect
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload
 
 from glassagent._core.errors import UserError
-from glassagent._core.messages import ToolDefinition
+from glassagent._core.messages import ToolCall, ToolDefinition
 
 if TYPE_CHECKING:
     from glassagent._tools.context_tools import ContextTool
+
+
+ApprovalPolicy: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
+"""``policy(call) -> bool`` (or an awaitable of it): does this call need a person's approval?
+
+It receives the `ToolCall` after its arguments were checked against the tool's schema, and
+runs on the event loop. A policy that raises stops the call: the model gets an error result.
+"""
+
+ApprovalAnswer: TypeAlias = bool | str
+"""An answer to an approval: `True` approves, `False` declines, a string declines with that
+reason (which the model reads)."""
+
+Approver: TypeAlias = Callable[[ToolCall], ApprovalAnswer | Awaitable[ApprovalAnswer]]
+"""``approver(call) -> ApprovalAnswer`` (or an awaitable of it): a tool's own way of asking.
+
+When a call of the tool needs approval, the run asks it (on the event loop, so one that waits
+for a person should be async) besides accepting `AgentRun.approve` and `AgentRun.deny`: the
+first answer counts. An approver that raises declines the call, with an error result.
+"""
 
 
 class InvalidArguments(Exception):
     """The model's arguments do not fit the tool's signature (the message is for the model)."""
 
 
-def _check(function: Callable[..., Any], timeout: float | None) -> None:
+def _check(
+    function: Callable[..., Any],
+    timeout: float | None,
+    requires_approval: bool | ApprovalPolicy = False,
+    approver: Approver | None = None,
+) -> None:
     if not callable(function):
         raise UserError(f"A tool must be a function, got {function!r}.")
     if timeout is not None and timeout <= 0:
         raise UserError("A tool timeout must be a positive number of seconds.")
+    check_approval_rule(requires_approval)
+    if approver is not None and not callable(approver):
+        raise UserError(f"`approver` must be callable, got {approver!r}.")
+
+
+def check_approval_rule(rule: object) -> None:
+    """Raise `UserError` unless `rule` is a bool or an `ApprovalPolicy` (a callable)."""
+    if not isinstance(rule, bool) and not callable(rule):
+        raise UserError(f"`requires_approval` must be a bool or a callable, got {rule!r}.")
 
 
 class _Binder(Protocol):
@@ -43,9 +77,11 @@ class Tool:
     __slots__ = (
         "__weakref__",
         "_signature",
+        "approver",
         "definition",
         "function",
         "is_async",
+        "requires_approval",
         "timeout",
         "ui_info",
     )
@@ -58,6 +94,8 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
         ui_info: Any = None,
+        requires_approval: bool | ApprovalPolicy = False,
+        approver: Approver | None = None,
     ) -> None:
         """Wrap `function` as a tool.
 
@@ -66,14 +104,20 @@ class Tool:
             name: The name the model sees; defaults to the function's name.
             description: What the tool does; defaults to the function's docstring.
             timeout: Seconds after which a call is stopped and reported to the model as failed.
+                The time a call waits for approval does not count.
             ui_info: Display hints for user interfaces, carried in events, never sent to models.
+            requires_approval: Whether a person must approve each call before it runs: `True`,
+                or an `ApprovalPolicy` deciding call by call (see "Approval of tool calls").
+            approver: Asked when a call of this tool needs approval (see `Approver`); `None`:
+                the run's consumer answers (`AgentRun.approve`), or the run defers.
 
         Raises:
-            UserError: When the function cannot be described to a model.
+            UserError: When the function cannot be described to a model, or an option has
+                the wrong type.
         """
         from glassagent._tools.schema import analyse
 
-        _check(function, timeout)
+        _check(function, timeout, requires_approval, approver)
         tool_name = name or str(getattr(function, "__name__", ""))
         self.function: Callable[..., Any] = function
         """The wrapped function."""
@@ -81,6 +125,10 @@ class Tool:
         """Seconds a call may take, or `None` for the agent's default."""
         self.ui_info: Any = ui_info
         """Display hints for user interfaces."""
+        self.requires_approval: bool | ApprovalPolicy = requires_approval
+        """Whether each call needs a person's approval: a bool, or a policy deciding per call."""
+        self.approver: Approver | None = approver
+        """The tool's own way of asking for approval, or `None`."""
         self.is_async: bool = inspect.iscoroutinefunction(function)
         """Whether the function is a coroutine function (else it runs in a worker thread)."""
         signature = analyse(function, tool_name, description)
@@ -98,6 +146,8 @@ class Tool:
         *,
         timeout: float | None = None,
         ui_info: Any = None,
+        requires_approval: bool | ApprovalPolicy = False,
+        approver: Approver | None = None,
     ) -> Tool:
         """Make a tool from a JSON Schema you already have (MCP, OpenAPI, a benchmark...).
 
@@ -120,15 +170,18 @@ class Tool:
             function: A sync or async function called with the validated arguments.
             timeout: Seconds after which a call is stopped and reported to the model as failed.
             ui_info: Display hints for user interfaces, carried in events, never sent to models.
+            requires_approval: Whether a person must approve each call (see `Tool`).
+            approver: Asked when a call needs approval (see `Tool`).
 
         Raises:
             UserError: On a bad name or description, an invalid schema, a schema that does not
-                describe an object, or a function that cannot be called.
+                describe an object, a function that cannot be called, or an option of the
+                wrong type.
         """
         from glassagent._tools.json_schema import schema_signature
         from glassagent._tools.schema import check_name
 
-        _check(function, timeout)
+        _check(function, timeout, requires_approval, approver)
         check_name(name)
         if not isinstance(description, str):
             raise UserError(f"Tool {name!r}: the description must be a string.")
@@ -137,6 +190,8 @@ class Tool:
         made.function = function
         made.timeout = timeout
         made.ui_info = ui_info
+        made.requires_approval = requires_approval
+        made.approver = approver
         made.is_async = inspect.iscoroutinefunction(function)
         made._signature = signature
         made.definition = ToolDefinition(name, description, signature.parameters)
@@ -176,6 +231,8 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     ui_info: Any = None,
+    requires_approval: bool | ApprovalPolicy = False,
+    approver: Approver | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -187,6 +244,8 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     ui_info: Any = None,
+    requires_approval: bool | ApprovalPolicy = False,
+    approver: Approver | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a `Tool`; use as ``@tool`` or ``@tool(name=..., timeout=...)``.
 
@@ -200,12 +259,23 @@ def tool(
         description: What the tool does; defaults to the docstring.
         timeout: Seconds after which a call fails with a timeout reported to the model.
         ui_info: Display hints for user interfaces, shown in events.
+        requires_approval: Whether a person must approve each call before it runs: `True`, or
+            an `ApprovalPolicy` deciding call by call.
+        approver: Asked when a call needs approval (see `Approver`).
     """
     if function is not None:
         return Tool(function)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description, timeout=timeout, ui_info=ui_info)
+        return Tool(
+            fn,
+            name=name,
+            description=description,
+            timeout=timeout,
+            ui_info=ui_info,
+            requires_approval=requires_approval,
+            approver=approver,
+        )
 
     return decorate
 

@@ -25,10 +25,10 @@ Confirm: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
 
 It receives a `ToolCall` with the call's id, the tool's name (``write_file``, ``edit_file``
 or ``execute_command``) and the arguments the tool will use, defaults filled in. A plain
-function runs on the event loop, so one that waits for a person should be async.
+function runs on the event loop, so one that waits for a person should be async. It is the
+change tools' `Approver`: the time it takes is not part of their timeout.
 """
 
-_DECLINED: dict[str, Any] = {"declined": True}  # the ui_info of a declined call
 
 Offset = Annotated[int, Field(ge=1)]
 Seconds = Annotated[float, Field(gt=0)]
@@ -76,6 +76,7 @@ class Workspace:
         "confirm",
         "max_output_bytes",
         "max_read_bytes",
+        "requires_approval",
     )
 
     def __init__(
@@ -84,6 +85,7 @@ class Workspace:
         *,
         allow_commands: bool = False,
         confirm: Confirm | None = None,
+        requires_approval: bool = False,
         max_read_bytes: int = 100_000,
         max_output_bytes: int = 30_000,
     ) -> None:
@@ -97,7 +99,12 @@ class Workspace:
                 call (see `Confirm`); a no goes back to the model as an error result
                 ("the user declined ..."); the call's ``function_execution_complete`` event
                 has ``is_error=True`` and ``ui_info={"declined": True}``. `None`: changes go
-                ahead unasked.
+                ahead unasked. `confirm` answers the changes' approvals (with
+                ``approval_required`` and ``approval_answered`` events; `AgentRun.approve`
+                may answer first); calls that would fail anyway are not asked about.
+            requires_approval: Changes need approval even without `confirm`: the run's
+                consumer answers them (`AgentRun.approve`, `AgentRun.deny`), or a run with
+                ``defer_approval=True`` ends ``awaiting_approval``.
             max_read_bytes: Most bytes one ``read_file`` call reads; a longer file is shown
                 in parts, with a note telling the model where to read on.
             max_output_bytes: Most bytes of a command's output sent to the model; longer
@@ -122,6 +129,8 @@ class Workspace:
         """Whether ``execute_command`` is offered."""
         self.confirm: Confirm | None = confirm
         """Asked before each change; `None` lets changes go ahead unasked."""
+        self.requires_approval: bool = bool(requires_approval or confirm is not None)
+        """Whether each change needs approval (always so with a `confirm`)."""
         self.max_read_bytes: int = max_read_bytes
         """Most bytes one ``read_file`` call reads."""
         self.max_output_bytes: int = max_output_bytes
@@ -142,29 +151,43 @@ class Workspace:
         return f"Workspace(root={str(self.root)!r}, allow_commands={self.allow_commands})"
 
     def _make_tools(self) -> tuple[Tool, ...]:
+        rule = self._would_change if self.requires_approval else False
+        approver = self._ask if self.confirm is not None else None
+        change: dict[str, Any] = {"requires_approval": rule, "approver": approver}
         made = [
             Tool(self._list_files, name="list_files"),
             Tool(self._read_file, name="read_file"),
-            Tool(self._write_file, name="write_file"),
-            Tool(self._edit_file, name="edit_file"),
+            Tool(self._write_file, name="write_file", **change),
+            Tool(self._edit_file, name="edit_file", **change),
         ]
         if self.allow_commands:
-            made.append(Tool(self._execute_command, name="execute_command"))
+            made.append(Tool(self._execute_command, name="execute_command", **change))
         return tuple(made)
 
-    async def _approve(self, ctx: ToolContext[Any], arguments: dict[str, Any]) -> None:
-        """Ask `confirm`; a no becomes the tool's error result, its ``ui_info`` marked declined."""
-        if self.confirm is None:
-            return
-        answer = self.confirm(ToolCall(ctx.call_id, ctx.tool_name, arguments))
+    async def _would_change(self, call: ToolCall) -> bool:
+        """The change tools' approval policy: ask about a change unless it would fail anyway."""
+        if call.name == "execute_command":
+            return True
+        path = str(call.input.get("path", ""))
+        try:
+            resolved = self._confinement.resolve(path)
+            if call.name == "edit_file":
+                old, new = str(call.input.get("old", "")), str(call.input.get("new", ""))
+                await asyncio.to_thread(files.edited, resolved, path, old, new)
+        except ToolError:
+            return False
+        return True
+
+    async def _ask(self, call: ToolCall) -> bool:
+        """The change tools' approver: `confirm`, given the arguments the tool will use."""
+        assert self.confirm is not None
+        arguments = dict(call.input)
+        if call.name == "execute_command":
+            arguments.setdefault("timeout", 60)
+        answer = self.confirm(ToolCall(call.id, call.name, arguments))
         if inspect.isawaitable(answer):
             answer = await answer
-        if not answer:
-            ctx.ui_info = dict(_DECLINED)
-            raise ToolError(
-                f"the user declined this {ctx.tool_name} call, so nothing was done. Do not "
-                "repeat it unchanged; ask the user how to go on if unsure."
-            )
+        return bool(answer)
 
     # ---- the tools: their docstrings are what the model reads ----------------------------
 
@@ -200,7 +223,7 @@ class Workspace:
         resolved = self._confinement.resolve(path)
         return files.read_lines(resolved, path, offset, limit, self.max_read_bytes)
 
-    async def _write_file(self, path: str, content: str, ctx: ToolContext[Any]) -> str:
+    async def _write_file(self, path: str, content: str) -> str:
         """Write a whole file of the workspace: create it, or replace all of its content.
 
         Missing folders on the way are created. To change part of a file, use edit_file.
@@ -208,16 +231,13 @@ class Workspace:
         Args:
             path: The file, relative to the workspace.
             content: The complete new content of the file.
-            ctx: Injected by the agent.
         """
-        self._confinement.resolve(path)  # refuse before asking
-        await self._approve(ctx, {"path": path, "content": content})
         return await asyncio.to_thread(self._write, path, content)
 
     def _write(self, path: str, content: str) -> str:
         return files.write_text(self._confinement.resolve(path), path, content)
 
-    async def _edit_file(self, path: str, old: str, new: str, ctx: ToolContext[Any]) -> str:
+    async def _edit_file(self, path: str, old: str, new: str) -> str:
         """Replace one exact piece of text in a file of the workspace.
 
         `old` must occur exactly once in the file, character for character (indentation and
@@ -228,12 +248,7 @@ class Workspace:
             path: The file, relative to the workspace.
             old: The exact text to replace; it must occur once in the file.
             new: The text to put in its place.
-            ctx: Injected by the agent.
         """
-        if self.confirm is not None:  # refuse what would fail before asking
-            resolved = self._confinement.resolve(path)
-            await asyncio.to_thread(files.edited, resolved, path, old, new)
-            await self._approve(ctx, {"path": path, "old": old, "new": new})
         return await asyncio.to_thread(self._edit, path, old, new)
 
     def _edit(self, path: str, old: str, new: str) -> str:
@@ -253,7 +268,6 @@ class Workspace:
             timeout: Seconds before the command is stopped (at most 600).
             ctx: Injected by the agent.
         """
-        await self._approve(ctx, {"command": command, "timeout": timeout})
         seconds = min(timeout, MAX_COMMAND_SECONDS)
         outcome = await run_command(
             command,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import time
 import traceback
@@ -11,7 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from glassagent import Agent, RunResult
+from glassagent import Agent, AgentRun, RunResult
 from glassagent.cli._options import Options
 from glassagent.cli._setup import (
     BadInput,
@@ -25,7 +26,7 @@ from glassagent.cli._setup import (
 from glassagent.cli._terminal import Interrupts, LineReader, asking, declining
 from glassagent.cli._view import HumanView, Turn, View, error_line
 from glassagent.errors import GlassAgentError, ProviderError, RunAborted, UserError
-from glassagent.events import BudgetExceededEvent
+from glassagent.events import ApprovalRequiredEvent, BudgetExceededEvent
 from glassagent.history import History
 from glassagent.llm import ToolCall
 from glassagent.workspace import Workspace
@@ -39,7 +40,8 @@ DEFAULT_SYSTEM = (
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ABORTED = 0, 1, 2, 3, 130
 
-Confirm = Callable[[ToolCall], "bool | Awaitable[bool]"]
+Ask = Callable[[ToolCall], "bool | Awaitable[bool]"]
+"""How a session answers the approval of a change: `asking` or `declining`."""
 
 CHAT_HELP = (
     "Commands: /history shows the conversation, /reset starts a new one, /exit leaves "
@@ -57,6 +59,8 @@ class Session:
     interrupts: Interrupts = field(default_factory=Interrupts)
     root: Path | None = None
     """The workspace folder, once checked."""
+    ask: Ask | None = None
+    """Answers each change's approval; `None` (``--yes``): changes need none."""
 
     def note(self, text: str) -> None:
         """A line about the session on standard error."""
@@ -69,8 +73,10 @@ class Session:
         self.errors.note(f"glassagent: {text}", "red")
 
     @asynccontextmanager
-    async def agent(self, confirm: Confirm | None) -> AsyncIterator[Agent[None]]:
+    async def agent(self, ask: Ask | None) -> AsyncIterator[Agent[None]]:
         """The agent over the workspace and the model client; Ctrl-C meanwhile stops all.
+
+        With `ask`, the workspace's changes need approval, which `play` asks for with it.
 
         Raises:
             BadInput: For a workspace, provider, model or key that cannot work.
@@ -78,8 +84,11 @@ class Session:
         options = self.options
         root = self.root = check_workspace(options.workspace)
         provider = provider_of(options.provider, self.note)
+        self.ask = ask
         try:
-            workspace = Workspace(root, allow_commands=options.allow_commands, confirm=confirm)
+            workspace = Workspace(
+                root, allow_commands=options.allow_commands, requires_approval=ask is not None
+            )
         except UserError as exc:
             raise BadInput(str(exc)) from exc
         task = asyncio.current_task()
@@ -103,10 +112,13 @@ class Session:
         self.interrupts.handler = lambda: run.abort("interrupted (Ctrl-C)")
         result: RunResult | None
         error: GlassAgentError | None = None
+        asking: list[asyncio.Task[None]] = []  # one question per call, answered meanwhile
         try:
             async with run:
                 async for event in run:
                     self.view.show(event)
+                    if isinstance(event, ApprovalRequiredEvent):
+                        asking.append(asyncio.create_task(self.answer(run, event.call)))
             result = await run
         except GlassAgentError as exc:
             result, error = getattr(exc, "result", None), exc
@@ -115,9 +127,27 @@ class Session:
             result, error = run.result, RunAborted(f"The run was aborted: {reason}", reason=reason)
         finally:
             self.interrupts.handler = None
+            for task in asking:  # the turn has ended: a question still open is moot
+                task.cancel()
+            if asking:  # and its read of the terminal must be over before the next one
+                await asyncio.wait(asking)
         turn = Turn(result, error, time.perf_counter() - started)
         self.view.turn_done(turn)
         return turn
+
+    async def answer(self, run: AgentRun, call: ToolCall) -> None:
+        """Ask about one change the run waits for, and approve or decline it."""
+        try:
+            answer = self.ask(call) if self.ask is not None else False
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception as exc:
+            run.deny(call.id, f"the question could not be asked: {exc}")
+            return
+        if answer:
+            run.approve(call.id)
+        else:
+            run.deny(call.id)
 
     def save(self, history: History, turn: Turn) -> bool:
         """Save the history after a turn that added to it; False when saving failed."""
@@ -159,8 +189,7 @@ async def run_once(session: Session) -> int:
     options = session.options
     assert options.prompt is not None
     history = load_history(options.history)
-    confirm = None if options.yes else declining(session.note)
-    async with session.agent(confirm) as agent:
+    async with session.agent(None if options.yes else declining(session.note)) as agent:
         turn = await session.play(agent, options.prompt, history)
     saved = session.save(history, turn)
     error = turn.error
@@ -251,6 +280,5 @@ async def chat(session: Session) -> int:
     options = session.options
     history = load_history(options.history)
     reader = LineReader(sys.stdin.fileno(), prompts=sys.stderr)
-    confirm = None if options.yes else asking(reader)
-    async with session.agent(confirm) as agent:
+    async with session.agent(None if options.yes else asking(reader)) as agent:
         return await Chat(session, reader, history).converse(agent)

@@ -136,22 +136,22 @@ def describe(call: ToolCall) -> str:
 
 
 def asking(reader: LineReader) -> Callable[[ToolCall], Awaitable[bool]]:
-    """A ``confirm`` that asks on the terminal, one question at a time; no answer is no."""
+    """Asks about each change on the terminal, one question at a time; no answer is no."""
     lock = asyncio.Lock()
 
-    async def confirm(call: ToolCall) -> bool:
+    async def ask(call: ToolCall) -> bool:
         async with lock:
             answer = await reader.readline(f"Allow the agent to {describe(call)}? [y/N] ")
         return answer is not None and answer.strip().lower() in ("y", "yes")
 
-    return confirm
+    return ask
 
 
 def declining(note: Callable[[str], None]) -> Callable[[ToolCall], bool]:
-    """A ``confirm`` that declines every change and says how to allow them."""
+    """Declines every change and says how to allow them."""
 
-    def confirm(call: ToolCall) -> bool:
+    def decline(call: ToolCall) -> bool:
         note(f"declined: {describe(call)} (pass --yes to allow changes)")
         return False
 
-    return confirm
+    return decline
