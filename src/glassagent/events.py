@@ -15,6 +15,10 @@ llm_request -> ... -> llm_response -> complete
 ```
 
 and ends with exactly one of ``complete``, ``aborted``, ``error`` or ``budget_exceeded``.
+
+`save_events` writes a run's events as JSON Lines (``result.save_events(path)`` and
+``run.save_events(path)`` for a live run) and `load_events` reads them back; `redacted` is how
+recorders, views and exporters let an event out: through the agent's `Redact` hook.
 """
 
 from glassagent._core.events import (
@@ -41,6 +45,8 @@ from glassagent._core.events import (
     parse_event,
 )
 from glassagent._public import publish
+from glassagent._record.jsonl import load_events, save_events
+from glassagent._record.redact import Redact, Redactor, redacted
 
 __all__ = [
     "AbortedEvent",
@@ -58,12 +64,17 @@ __all__ = [
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetryEvent",
+    "Redact",
+    "Redactor",
     "SendingFunctionResponseEvent",
     "TextChunkEvent",
     "ThinkingChunkEvent",
     "ToolExecution",
     "ToolProgressEvent",
+    "load_events",
     "parse_event",
+    "redacted",
+    "save_events",
 ]
 
 publish(__name__, globals(), __all__)

@@ -20,6 +20,7 @@ from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
     from glassagent._history.tree import History
+    from glassagent._record.redact import Redact
 
 AttachmentLike = Attachment | str | os.PathLike[str]
 """An `Attachment`, or a file path to attach."""
@@ -52,6 +53,7 @@ class Agent(Generic[DepsT]):
         "client",
         "context_settings",
         "max_iterations",
+        "redact",
         "run_timeout",
         "settings",
         "system",
@@ -71,6 +73,7 @@ class Agent(Generic[DepsT]):
         context_tools: Iterable[ContextTool] = (),
         context_settings: ContextSettings | None = None,
         budget: Budget | None = None,
+        redact: Redact | None = None,
     ) -> None:
         """Create an agent.
 
@@ -93,10 +96,13 @@ class Agent(Generic[DepsT]):
             budget: Limits on what each run may spend (cost, tokens, model calls), checked
                 before each model call; a run that would pass one stops with
                 ``stop_reason="budget"``, keeping what it produced (`None`: no limits).
+            redact: A hook every event dict passes through before it is recorded
+                (``save_events``), shown (the notebook view) or exported; the events the
+                program sees are not changed (`glassagent.events.Redact`, e.g. a `Redactor`).
 
         Raises:
-            UserError: On a non-client, duplicate tool names, a bad limit or a budget that
-                is not a `Budget`.
+            UserError: On a non-client, duplicate tool names, a bad limit, a budget that
+                is not a `Budget` or a `redact` that is not callable.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -107,6 +113,8 @@ class Agent(Generic[DepsT]):
                 raise UserError(f"`{name}` must be a positive number of seconds.")
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
+        if redact is not None and not callable(redact):
+            raise UserError(f"`redact` must be callable, got {type(redact).__name__}.")
         by_name: dict[str, Tool] = {}
         for item in tools:
             wrapped = as_tool(item)
@@ -127,6 +135,8 @@ class Agent(Generic[DepsT]):
         """Seconds a whole run may take (`None`: no limit)."""
         self.budget: Budget | None = budget
         """Limits on what each run may spend (`None`: none)."""
+        self.redact: Redact | None = redact
+        """The hook recordings, views and exports pass event dicts through (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         self._context_tools = _context_tools(context_tools)
@@ -205,6 +215,7 @@ class Agent(Generic[DepsT]):
             append_below=history.current_node if history is not None else None,
             context_tools=self._context_tools,
             context_settings=self.context_settings,
+            redact=self.redact,
         )
         return AgentRun(config, conversation)
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
     from glassagent._history.tree import History
+    from glassagent._record.redact import Redact
     from glassagent._tools.context_tools import ContextSettings, ContextTool
     from glassagent._tools.tool import Tool
 
@@ -41,6 +42,8 @@ class RunConfig:
     """Tools run before the first model call to gather context (see `context_step`)."""
     context_settings: ContextSettings | None = None
     """How the context tools are selected and their output placed (`None`: the defaults)."""
+    redact: Redact | None = None
+    """The hook recordings, views and exports of the run pass its events through."""
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:

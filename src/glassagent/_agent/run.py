@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._agent import decide
+from glassagent._agent import decide, record
 from glassagent._agent.config import append_turn
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
@@ -65,7 +65,7 @@ ABORT_GRACE_SECONDS = 0.25
 _END = object()
 
 
-class AgentRun(Coroutine[Any, Any, RunResult]):
+class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
@@ -253,7 +253,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
 
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
         event = event_type(run_id=self.run_id, seq=len(self._events), **fields)
-        self._events.append(event)
+        self._keep(event)  # stored, and handed to the live recorders and displays
         if self._queue is not None:
             self._queue.put_nowait(event)
 
@@ -555,6 +555,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             stop_reason=stop_reason,
             model_stop_reason=self._model_stop,
             cost=self._guard.cost,
+            redact=self._config.redact,
         )
 
     def _keep_partial(self) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.messages import Message, StopReason, Usage
@@ -10,6 +11,7 @@ from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
+    from glassagent._record.redact import Redact
 
 RunStopReason = Literal["end_turn", "max_iterations", "aborted", "error", "budget"]
 """How an agent run ended (why the model stopped: `RunResult.model_stop_reason`); ``budget``
@@ -67,6 +69,9 @@ class RunResult:
     cost: Cost = NOT_RECORDED
     """What the run's model calls cost: the sum of each ``llm_response`` event's cost (zero
     when no call was made); unpriced, with the reason, when a call could not be priced."""
+    redact: Redact | None = field(default=None, repr=False, compare=False)
+    """The agent's `redact` hook: `save_events` and the notebook view pass the events
+    through it."""
 
     @property
     def truncated(self) -> bool:
@@ -76,3 +81,30 @@ class RunResult:
         `text` may then be incomplete (or empty) even though the run ended with ``end_turn``.
         """
         return self.model_stop_reason in _CUT
+
+    def save_events(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
+        """Write the run's events to a JSON Lines file: a header line, then one event per line.
+
+        Every line passes the agent's `redact` hook. Read the file back with
+        `glassagent.events.load_events`, or replay it with `glassagent.testing.ReplayClient`.
+
+        Args:
+            path: The file (created or replaced; see `append`).
+            append: Add to the end of an existing file (e.g. the turns of one conversation).
+
+        Raises:
+            UserError: When the file cannot be written, or the redact hook fails.
+        """
+        from glassagent._record.jsonl import save_events
+
+        save_events(path, self.events, redact=self.redact, append=append)
+
+    def _repr_html_(self) -> str:
+        from glassagent._record import render
+
+        return render.html_timeline(render.redacted_dicts(self.events, self.redact))
+
+    def _repr_markdown_(self) -> str:
+        from glassagent._record import render
+
+        return render.markdown_timeline(render.redacted_dicts(self.events, self.redact))
