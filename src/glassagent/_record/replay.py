@@ -75,9 +75,11 @@ def _calls(pairs: Sequence[tuple[Event, dict[str, Any]]]) -> list[_Call]:
             continue
         elif isinstance(event, (TextChunkEvent, ThinkingChunkEvent, LLMRetryEvent)):
             parts.append(_part(event))
-        elif isinstance(event, (LLMResponseEvent, ErrorEvent, AbortedEvent)):
-            answered = isinstance(event, LLMResponseEvent)
-            close(_response(event) if answered else None, None if answered else event)  # type: ignore[arg-type]
+        elif isinstance(event, LLMResponseEvent):
+            close(_response(event), None)
+            request = None
+        elif isinstance(event, (ErrorEvent, AbortedEvent)):
+            close(None, event)
             request = None
     if request is not None:
         close(None, None)
@@ -174,15 +176,21 @@ class ReplayClient(_RecordingClient):
 
     provider_name = "replay"
 
-    def __init__(self, events: Iterable[Event | dict[str, Any]], *, chunk_delay: float = 0) -> None:
+    def __init__(
+        self,
+        events: Iterable[Event | dict[str, Any]] | str | os.PathLike[str],
+        *,
+        chunk_delay: float = 0,
+    ) -> None:
         """Create a client that replays the model calls of `events`.
 
         Args:
-            events: Recorded events (of one or more runs, in order), or their dicts.
+            events: Recorded events (of one or more runs, in order), their dicts, or the path
+                of a file written by `save_events`.
             chunk_delay: Seconds to wait before each replayed chunk.
 
         Raises:
-            UserError: When an item is not an event.
+            UserError: When the file cannot be read, or an item is not an event.
         """
         pairs = recorded(events)
         self.recorded_events: tuple[Event, ...] = tuple(event for event, _ in pairs)
@@ -211,8 +219,6 @@ class ReplayClient(_RecordingClient):
         Raises:
             UserError: When the file cannot be read or holds something other than events.
         """
-        if isinstance(source, (str, os.PathLike)):
-            source = [event for _, event in recorded(source)]
         return cls(source, chunk_delay=chunk_delay)
 
     @property
