@@ -219,11 +219,18 @@ def test_the_json_view_prints_one_event_per_line_and_notes_elsewhere() -> None:
     notes_view, notes = plain()
     out = io.StringIO()
     view = _view.JsonView(out, notes_view)
-    view.show(TextChunkEvent(**IDS, text="hi", is_follow_up=False))
+    view.show(TextChunkEvent(**IDS, timestamp=1.5, text="hi", is_follow_up=False))
     view.note("a note")
     view.turn_done(_view.Turn(None, None, 1.0))
     assert [json.loads(line) for line in out.getvalue().splitlines()] == [
-        {"type": "text_chunk", "run_id": "r", "seq": 0, "text": "hi", "is_follow_up": False}
+        {
+            "type": "text_chunk",
+            "run_id": "r",
+            "seq": 0,
+            "timestamp": 1.5,
+            "text": "hi",
+            "is_follow_up": False,
+        }
     ]
     assert notes.getvalue() == "a note\n"
 

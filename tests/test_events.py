@@ -12,7 +12,7 @@ from glassagent.llm import Attachment, ToolDefinition
 from glassagent.profiles import Cost
 from glassagent.testing import ScriptedClient
 
-COMMON = {"run_id": "r1", "seq": 7}
+COMMON = {"run_id": "r1", "seq": 7, "timestamp": 1700000000.25}
 CALL = ToolCall("c1", "add", {"a": 1}, {"thought_signature": "c2lnbmF0dXJl"})
 BAD_CALL = ToolCall("c2", "add", {}, arguments_error="the arguments are not valid JSON")
 DEFINITION = ToolDefinition("add", "Add.", {"type": "object", "properties": {}})
@@ -153,6 +153,7 @@ def test_every_event_round_trips_through_json(event: ev.BaseEvent) -> None:
     wire = json.loads(json.dumps(data))
     assert wire == data
     assert ev.parse_event(wire) == event
+    assert ev.parse_event(wire).timestamp == 1700000000.25
 
 
 def test_standard_dict_shapes() -> None:
@@ -160,6 +161,7 @@ def test_standard_dict_shapes() -> None:
         "type": "text_chunk",
         "run_id": "r1",
         "seq": 7,
+        "timestamp": 1700000000.25,
         "text": "Hel",
         "is_follow_up": False,
     }

@@ -6,6 +6,7 @@ GlassAgentError
 │   ├── AttachmentError           an attachment the policy, provider or model refuses (.provider)
 │   └── ContextLengthError        longer than the model's context window (.estimated_tokens)
 ├── ConfigurationError            missing or invalid configuration (also a ValueError)
+├── ReplayMismatchError           a replayed run sent another request than recorded (.diff)
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
 │   ├── AuthenticationError       rejected credentials (also a ValueError)
 │   ├── RateLimitError            slow down (.retry_after)
@@ -43,6 +44,7 @@ from glassagent._core.errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
     RateLimitError,
+    ReplayMismatchError,
     ResponseParseError,
     RunAborted,
     RunError,
@@ -69,6 +71,7 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderUnavailableError",
     "RateLimitError",
+    "ReplayMismatchError",
     "ResponseParseError",
     "RunAborted",
     "RunError",

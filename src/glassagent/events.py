@@ -17,6 +17,10 @@ llm_request -> ... -> llm_response -> complete
 
 and ends with exactly one of ``complete``, ``aborted``, ``error``, ``budget_exceeded`` or
 (a run with ``defer_approval=True``) ``awaiting_approval``.
+
+`save_events` writes a run's events as JSON Lines (``result.save_events(path)`` and
+``run.save_events(path)`` for a live run) and `load_events` reads them back; `redacted` is how
+recorders, views and exporters let an event out: through the agent's `Redact` hook.
 """
 
 from glassagent._core.events import (
@@ -46,6 +50,8 @@ from glassagent._core.events import (
     parse_event,
 )
 from glassagent._public import publish
+from glassagent._record.jsonl import load_events, save_events
+from glassagent._record.redact import Redact, Redactor, redacted
 
 __all__ = [
     "AbortedEvent",
@@ -66,12 +72,17 @@ __all__ = [
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetryEvent",
+    "Redact",
+    "Redactor",
     "SendingFunctionResponseEvent",
     "TextChunkEvent",
     "ThinkingChunkEvent",
     "ToolExecution",
     "ToolProgressEvent",
+    "load_events",
     "parse_event",
+    "redacted",
+    "save_events",
 ]
 
 publish(__name__, globals(), __all__)

@@ -2,10 +2,13 @@
 
 `ScriptedClient` replays a list of answers; `FunctionClient` computes each answer with your
 function. Both are `BaseLLMClient`s: they stream each answer in a few chunks, like a model,
-and record every request in ``.requests``.
+and record every request in ``.requests``. `ReplayClient` answers as a recorded run's model
+did (``result.save_events(path)``), and fails with a diff when the agent asks otherwise: a
+real session becomes an offline regression test.
 """
 
 from glassagent._public import publish
+from glassagent._record.replay import ReplayClient
 from glassagent._testing import (
     FunctionClient,
     RecordedRequest,
@@ -14,6 +17,13 @@ from glassagent._testing import (
     ScriptItem,
 )
 
-__all__ = ["FunctionClient", "RecordedRequest", "ResponseFunction", "ScriptItem", "ScriptedClient"]
+__all__ = [
+    "FunctionClient",
+    "RecordedRequest",
+    "ReplayClient",
+    "ResponseFunction",
+    "ScriptItem",
+    "ScriptedClient",
+]
 
 publish(__name__, globals(), __all__)

@@ -21,6 +21,7 @@ from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
     from glassagent._history.tree import History
+    from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
 
 AttachmentLike = Attachment | str | os.PathLike[str]
@@ -54,6 +55,7 @@ class Agent(Generic[DepsT]):
         "client",
         "context_settings",
         "max_iterations",
+        "redact",
         "requires_approval",
         "run_timeout",
         "settings",
@@ -75,6 +77,7 @@ class Agent(Generic[DepsT]):
         context_settings: ContextSettings | None = None,
         budget: Budget | None = None,
         requires_approval: bool | ApprovalPolicy = False,
+        redact: Redact | None = None,
     ) -> None:
         """Create an agent.
 
@@ -100,10 +103,14 @@ class Agent(Generic[DepsT]):
             requires_approval: Which tool calls need a person's approval before they run,
                 besides those whose tool requires it: `True` for every call, or an
                 `ApprovalPolicy` deciding call by call (see "Approval of tool calls").
+            redact: A hook every event dict passes through before it is recorded
+                (``save_events``), shown (the notebook view) or exported; the events the
+                program sees are not changed (`glassagent.events.Redact`, e.g. a `Redactor`).
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
-                is not a `Budget`, or a `requires_approval` that is not a bool or callable.
+                is not a `Budget`, a `requires_approval` that is not a bool or callable, or
+                a `redact` that is not callable.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -115,6 +122,8 @@ class Agent(Generic[DepsT]):
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
+        if redact is not None and not callable(redact):
+            raise UserError(f"`redact` must be callable, got {type(redact).__name__}.")
         by_name = _tools_by_name(tools)
         self.client: BaseLLMClient = client
         """The model backend."""
@@ -132,6 +141,8 @@ class Agent(Generic[DepsT]):
         """Limits on what each run may spend (`None`: none)."""
         self.requires_approval: bool | ApprovalPolicy = requires_approval
         """Which calls need approval, besides those whose tool requires it."""
+        self.redact: Redact | None = redact
+        """The hook recordings, views and exports pass event dicts through (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         self._context_tools = _context_tools(context_tools)
@@ -285,6 +296,7 @@ class Agent(Generic[DepsT]):
             context_settings=self.context_settings,
             requires_approval=self.requires_approval,
             defer_approval=defer_approval,
+            redact=self.redact,
         )
 
     def run_sync(

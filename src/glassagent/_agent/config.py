@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
     from glassagent._history.tree import History
+    from glassagent._record.redact import Redact
     from glassagent._tools.context_tools import ContextSettings, ContextTool
     from glassagent._tools.tool import ApprovalPolicy, Tool
 
@@ -45,6 +46,8 @@ class RunConfig:
     """The agent's rule for which calls need approval, besides each tool's own."""
     defer_approval: bool = False
     """End the run ``awaiting_approval`` rather than wait for calls without an approver."""
+    redact: Redact | None = None
+    """The hook recordings, views and exports of the run pass its events through."""
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:

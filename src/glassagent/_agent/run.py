@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._agent import decide
+from glassagent._agent import decide, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.config import append_turn
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 _END = object()
 
 
-class AgentRun(Coroutine[Any, Any, RunResult]):
+class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
@@ -292,7 +292,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
 
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
         event = event_type(run_id=self.run_id, seq=len(self._events), **fields)
-        self._events.append(event)
+        self._keep(event)  # stored, and handed to the live recorders and displays
         if self._queue is not None:
             self._queue.put_nowait(event)
 
@@ -518,6 +518,7 @@ class AgentRun(Coroutine[Any, Any, RunResult]):
             model_stop_reason=self._model_stop,
             cost=self._guard.cost,
             pending_approvals=pending,
+            redact=self._config.redact,
         )
 
     def _keep_partial(self) -> str:

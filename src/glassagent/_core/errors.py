@@ -82,6 +82,25 @@ class ConfigurationError(GlassAgentError, ValueError):
     """Required configuration is missing or invalid, e.g. an API key or a base URL."""
 
 
+class ReplayMismatchError(GlassAgentError):
+    """A replayed run differs from its recording (`glassagent.testing.ReplayClient`).
+
+    The agent sent a model request the recording did not expect (a changed prompt, system
+    prompt, tool or tool result), made more model calls than were recorded, or emitted other
+    events. The message shows a unified diff of the recorded and the actual request (or
+    events).
+
+    Attributes:
+        call: The model call (1, 2, ...) whose request differed, when one did.
+        diff: The unified diff of the recorded (``-``) and the actual (``+``) JSON.
+    """
+
+    def __init__(self, message: str, *, call: int | None = None, diff: str = "") -> None:
+        super().__init__(message)
+        self.call = call
+        self.diff = diff
+
+
 class ProviderError(GlassAgentError):
     """A model provider failed or answered with an error.
 

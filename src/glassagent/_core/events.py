@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
@@ -65,6 +66,9 @@ class BaseEvent:
     """Id of the run that emitted the event."""
     seq: int
     """Position of the event in its run: 0, 1, 2, ... with no gaps."""
+    timestamp: float = field(default_factory=time.time, compare=False)
+    """When the event was emitted, in seconds since the Unix epoch (`time.time`); not
+    compared: two events that differ only in it are equal."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the standard JSON-serialisable event dict (``type`` first).

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._core.messages import Message, StopReason, ToolCall, Usage
@@ -10,6 +11,7 @@ from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
+    from glassagent._record.redact import Redact
 
 RunStopReason = Literal[
     "end_turn", "max_iterations", "aborted", "error", "budget", "awaiting_approval"
@@ -74,6 +76,9 @@ class RunResult:
     pending_approvals: tuple[ToolCall, ...] = ()
     """With ``stop_reason="awaiting_approval"``: the calls waiting for a person's answer, in
     the order the model made them; continue with `Agent.resume`. Empty otherwise."""
+    redact: Redact | None = field(default=None, repr=False, compare=False)
+    """The agent's `redact` hook: `save_events` and the notebook view pass the events
+    through it."""
 
     @property
     def truncated(self) -> bool:
@@ -83,3 +88,30 @@ class RunResult:
         `text` may then be incomplete (or empty) even though the run ended with ``end_turn``.
         """
         return self.model_stop_reason in _CUT
+
+    def save_events(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
+        """Write the run's events to a JSON Lines file: a header line, then one event per line.
+
+        Every line passes the agent's `redact` hook. Read the file back with
+        `glassagent.events.load_events`, or replay it with `glassagent.testing.ReplayClient`.
+
+        Args:
+            path: The file (created or replaced; see `append`).
+            append: Add to the end of an existing file (e.g. the turns of one conversation).
+
+        Raises:
+            UserError: When the file cannot be written, or the redact hook fails.
+        """
+        from glassagent._record.jsonl import save_events
+
+        save_events(path, self.events, redact=self.redact, append=append)
+
+    def _repr_html_(self) -> str:
+        from glassagent._record import render
+
+        return render.html_timeline(render.redacted_dicts(self.events, self.redact))
+
+    def _repr_markdown_(self) -> str:
+        from glassagent._record import render
+
+        return render.markdown_timeline(render.redacted_dicts(self.events, self.redact))

@@ -1,0 +1,1 @@
+"""Keeping and showing runs: JSON Lines recordings, replay, redaction and the notebook view."""
