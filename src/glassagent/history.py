@@ -39,6 +39,7 @@ from glassagent._history.model import (
     HistoryToolCall,
     Version,
 )
+from glassagent._history.protocol import ChatStore
 from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
 from glassagent._public import publish
@@ -46,6 +47,7 @@ from glassagent._public import publish
 __all__ = [
     "AttachmentPolicy",
     "AttachmentType",
+    "ChatStore",
     "History",
     "HistoryAttachment",
     "HistoryConflictError",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import Sequence
@@ -18,7 +16,8 @@ from glassagent._core.errors import (
 )
 from glassagent._core.messages import Message
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
-from glassagent._history.store import HistoryStore
+from glassagent._history.protocol import ChatStore
+from glassagent._history.store import HistoryStore, user_directory
 from glassagent._history.tree import History
 
 logger = logging.getLogger("glassagent.server")
@@ -27,55 +26,46 @@ ANONYMOUS_USER = "anonymous"
 """The user id of every request to a server without tokens."""
 
 
-def user_directory(root: str | os.PathLike[str], user: str) -> Path:
-    """Where `user`'s chats live under a server's store directory.
-
-    ``<root>/users/<the first 32 hex digits of the SHA-256 of the user id>``: any user id
-    makes a safe directory name, and a user's chats are found only under their own id.
-    """
-    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(root) / "users" / digest
-
-
 class UserStores:
-    """One `HistoryStore` per user under a root directory, created when first needed.
+    """Each user's own store of chats, made from the server's store when first needed.
 
-    Chats are read with `AttachmentPolicy.safe`: users wrote them.
+    A directory gives one `HistoryStore` per user under it (`user_directory`), created
+    lazily; a `ChatStore` gives its `ChatStore.for_user`. Chats are read with
+    `AttachmentPolicy.safe`: users wrote them.
     """
 
-    def __init__(self, root: str | os.PathLike[str], limits: HistoryLimits | None = None) -> None:
-        self.root = Path(root)
+    def __init__(
+        self, root: str | os.PathLike[str] | ChatStore, limits: HistoryLimits | None = None
+    ) -> None:
+        self.root = root if isinstance(root, ChatStore) else Path(root)
         self.limits = limits or DEFAULT_LIMITS
-        self._stores: dict[str, HistoryStore] = {}
+        self._stores: dict[str, ChatStore] = {}
         self._policy = AttachmentPolicy.safe()
 
-    def get(self, user: str) -> HistoryStore:
+    def get(self, user: str) -> ChatStore:
         """The store of `user`'s chats."""
         store = self._stores.get(user)
         if store is None:
-            directory = user_directory(self.root, user)
-            store = HistoryStore(directory, limits=self.limits, attachment_policy=self._policy)
+            if isinstance(self.root, Path):
+                directory = user_directory(self.root, user)
+                store = HistoryStore(directory, limits=self.limits, attachment_policy=self._policy)
+            else:
+                store = self.root.for_user(user, attachment_policy=self._policy)
             self._stores[user] = store
         return store
 
 
-def _load_now(store: HistoryStore, chat_id: str) -> History | None:
-    if not store.path(chat_id).is_file():
-        return None
-    return store.load(chat_id)
-
-
-async def load(store: HistoryStore, chat_id: str) -> History | None:
-    """The stored chat `chat_id`, or `None` when there is none (read in a worker thread).
+async def load(store: ChatStore, chat_id: str, *, thread: bool = False) -> History | None:
+    """The stored chat `chat_id` (with `thread`, at least its current thread), or `None`.
 
     Raises:
-        GlassAgentError: When the stored file is not a valid history (a server fault, not
+        GlassAgentError: When the stored chat is not a valid history (a server fault, not
             the request's: the cause is logged, the message names only the chat).
     """
     try:
-        return await asyncio.to_thread(_load_now, store, chat_id)
+        return await store.aload(chat_id, thread=thread)
     except HistoryValidationError as exc:
-        logger.error("stored chat %r in %s is invalid: %s", chat_id, store.directory, exc)
+        logger.error("stored chat %r in %r is invalid: %s", chat_id, store, exc)
         raise GlassAgentError(f"The stored chat {chat_id!r} cannot be read.") from None
 
 
@@ -94,7 +84,7 @@ def append_turn(history: History, messages: Sequence[Message], *, below: str | N
 
 
 async def save(
-    store: HistoryStore,
+    store: ChatStore,
     chat_id: str,
     history: History,
     ids: Sequence[str],
@@ -115,19 +105,21 @@ async def save(
     """
     for attempt in range(attempts):
         try:
-            await asyncio.to_thread(store.save, chat_id, history)
+            await store.asave(chat_id, history)
             return history
         except HistoryConflictError:
             if attempt + 1 == attempts:
                 raise
-        history = await asyncio.to_thread(_reapply, store, chat_id, history, ids, below)
+        history = await _reapply(store, chat_id, history, ids, below)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def _reapply(
-    store: HistoryStore, chat_id: str, turn: History, ids: Sequence[str], below: str | None
+async def _reapply(
+    store: ChatStore, chat_id: str, turn: History, ids: Sequence[str], below: str | None
 ) -> History:
-    fresh = _load_now(store, chat_id)
+    fresh = await load(store, chat_id, thread=True)
+    if fresh is not None and below is not None and below not in fresh:
+        fresh = await load(store, chat_id)  # the turn continues another thread than the current
     if fresh is None:
         fresh = History(conversation_id=turn.conversation_id, model=turn.model)
     if (below is None and len(fresh)) or (below is not None and below not in fresh):

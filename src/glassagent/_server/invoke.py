@@ -27,7 +27,7 @@ from glassagent._server.request import (
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
-    from glassagent._history.store import HistoryStore
+    from glassagent._history.protocol import ChatStore
 
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
 """One client (its ``model`` is its id), or clients by model id (the first is the default)."""
@@ -192,7 +192,7 @@ class Invocation:
     """
 
     def __init__(
-        self, request: InvokeRequest, config: ServerConfig, store: HistoryStore | None
+        self, request: InvokeRequest, config: ServerConfig, store: ChatStore | None
     ) -> None:
         self.request = request
         self.config = config
@@ -276,7 +276,7 @@ class Invocation:
         if request.chat_id is not None:
             store = self._require_store()
             self.chat_id = request.chat_id
-            self.history = await chats.load(store, request.chat_id)
+            self.history = await chats.load(store, request.chat_id, thread=True)
             if self.history is None:
                 if not request.append_to_history:
                     raise InvokeError(
@@ -291,7 +291,7 @@ class Invocation:
             else:
                 self.returns_history = True
 
-    def _require_store(self) -> HistoryStore:
+    def _require_store(self) -> ChatStore:
         if self.store is None:
             raise InvokeError(
                 "This server keeps no chats: send the conversation as `history` instead of "
@@ -352,7 +352,7 @@ async def invoke(
     *,
     clients: ModelsLike,
     tools: Iterable[Tool | Callable[..., Any]] = (),
-    store: HistoryStore | None = None,
+    store: ChatStore | None = None,
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
@@ -374,7 +374,9 @@ async def invoke(
         request: The request, e.g. from `InvokeRequest.from_json`.
         clients: The model client, or clients by model id (the first is the default).
         tools: Every tool the server offers; ``request.active_tools`` picks among them.
-        store: Where chats are kept (`None`: ``chat_id`` is refused with 400).
+        store: Where chats are kept, e.g. a `HistoryStore` or an `SQLHistoryStore` (`None`:
+            ``chat_id`` is refused with 400). Its chats are used as they are: give
+            ``store.for_user(user)`` to keep each user's apart.
         system: System instructions when the request gives none.
         settings: Generation settings under the request's ``params``.
         limits: The server's limits; `ServerLimits()` when not given.
