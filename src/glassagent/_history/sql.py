@@ -15,7 +15,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
-from glassagent._core.errors import ConfigurationError, HistoryConflictError
+from glassagent._core.errors import (
+    ConfigurationError,
+    HistoryConflictError,
+    HistoryProblem,
+    HistoryValidationError,
+)
 from glassagent._history import rows
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
 from glassagent._history.store import _short, check_chat_id
@@ -205,6 +210,14 @@ class SQLHistoryStore:
         if found is None:
             return None
         chat, messages = found
+        if len(messages) > self.limits.max_depth:  # the walk up stopped before the root
+            raise HistoryValidationError(
+                [
+                    HistoryProblem(
+                        "messages", f"the thread is deeper than max_depth={self.limits.max_depth}"
+                    )
+                ]
+            )
         history = rows.history_of(
             chat.meta,
             chat.current_node,

@@ -1,0 +1,114 @@
+"""A throwaway PostgreSQL cluster for the tests: initdb into a temporary folder, pg_ctl start.
+
+It listens on 127.0.0.1 and a free port (its unix socket in the folder), trusts local
+connections, and is stopped (``pg_ctl stop -m immediate``) and removed at the end. initdb
+refuses to run as root, so as root the cluster belongs to the ``postgres`` user (or
+``nobody``). Without PostgreSQL's binaries the tests skip, except in CI (``CI=true``), where
+that is a failure.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+START_SECONDS = 60
+
+
+def find_bindir() -> Path | None:
+    """Where initdb and pg_ctl are: on PATH, or Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(found).resolve().parent
+    versions = glob.glob("/usr/lib/postgresql/*/bin/initdb")
+    versions.sort(key=lambda p: int(p.split("/")[-3]) if p.split("/")[-3].isdigit() else 0)
+    return Path(versions[-1]).parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _owner() -> dict[str, Any]:
+    """subprocess arguments that run the server unprivileged when we are root."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return {}
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    raise RuntimeError("running as root, and there is no postgres or nobody user for initdb")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running cluster: where its programs are, and its port."""
+
+    bindir: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        """The base URL, without a database name."""
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}"
+
+    def create_database(self, name: str) -> str:
+        """Create the database `name`; its URL."""
+        createdb = [str(self.bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port)]
+        subprocess.run(
+            [*createdb, "-U", "postgres", name],
+            check=True,
+            capture_output=True,
+            timeout=START_SECONDS,
+        )
+        return f"{self.url}/{name}"
+
+
+@contextmanager
+def cluster(bindir: Path) -> Iterator[Cluster]:
+    """A started cluster, stopped and removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="glassagent-pg-"))
+    owner = _owner()
+    if owner:
+        os.chown(folder, owner["user"], owner["group"])
+    data, log = folder / "data", folder / "log"
+    run: dict[str, Any] = {"check": True, "capture_output": True, "text": True, **owner}
+    initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]
+    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data), "-w", "-t", str(START_SECONDS)]
+    try:
+        subprocess.run(
+            [*initdb, "--no-sync", "-E", "UTF8", "--locale=C"], timeout=START_SECONDS, **run
+        )
+        port = _free_port()
+        settings = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        subprocess.run(
+            [*pg_ctl, "-l", str(log), "-o", settings, "start"], timeout=START_SECONDS + 10, **run
+        )
+        try:
+            yield Cluster(bindir, port)
+        finally:
+            stop = [*pg_ctl, "-m", "immediate", "stop"]
+            subprocess.run(stop, timeout=START_SECONDS, **{**run, "check": False})
+    except subprocess.CalledProcessError as exc:
+        detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{detail}") from exc
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
