@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,11 @@ class SQLHistoryStore:
             ConfigurationError: When the database cannot be reached, or holds tables of a
                 newer glassagent.
         """
+        folder = self._sqlite_folder()
+        if folder is not None and not folder.is_dir():  # checked first: a failed connect races
+            raise ConfigurationError(  # aiosqlite's thread against the loop's end
+                f"Cannot use the database {self.url}: its folder {str(folder)!r} does not exist."
+            )
         try:
             await self._db.create_schema()
         except ConfigurationError:
@@ -143,6 +149,14 @@ class SQLHistoryStore:
             raise ConfigurationError(
                 f"Cannot use the database {self.url}: {_reason(self, exc)}"
             ) from None
+
+    def _sqlite_folder(self) -> Path | None:
+        """The folder of a SQLite database file; `None` for another database."""
+        url = self._db.url
+        name = url.database
+        if url.get_backend_name() != "sqlite" or not name or name.startswith((":", "file:")):
+            return None
+        return Path(name).absolute().parent
 
     async def aclose(self) -> None:
         """Close the database connections (of `for_user` stores too); using it reopens them."""
