@@ -80,8 +80,11 @@ class Cluster:
 
 
 @contextmanager
-def cluster(bindir: Path) -> Iterator[Cluster]:
-    """A started cluster, stopped and removed afterwards."""
+def cluster(bindir: Path, *, durable: bool = False) -> Iterator[Cluster]:
+    """A started cluster, stopped and removed afterwards.
+
+    Not `durable` (for tests), it skips fsync: a crash would lose it, which it may.
+    """
     folder = Path(tempfile.mkdtemp(prefix="glassagent-pg-"))
     owner = _owner()
     if owner:
@@ -95,10 +98,9 @@ def cluster(bindir: Path) -> Iterator[Cluster]:
             [*initdb, "--no-sync", "-E", "UTF8", "--locale=C"], timeout=START_SECONDS, **run
         )
         port = _free_port()
-        settings = (
-            f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        settings = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c max_connections=200"
+        if not durable:
+            settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         subprocess.run(
             [*pg_ctl, "-l", str(log), "-o", settings, "start"], timeout=START_SECONDS + 10, **run
         )

@@ -226,3 +226,94 @@ async def test_concurrent_appenders_never_lose_a_turn(place: Place) -> None:
     expected = ["seed"] + [f"w{n}-t{t}" for n in range(writers) for t in range(turns)]
     assert sorted(found) == sorted(expected)  # each once: no turn lost, none twice
     assert len(final.thread()) == 1 + writers * turns  # one line: each append saw the last
+
+
+# ---- merging a turn into a chat that changed --------------------------------------------
+
+
+async def test_a_merge_adds_the_new_messages_to_the_chat_as_it_is(place: Place) -> None:
+    store = await place.open()
+    await store.asave("c", chat("seed"))
+    first, second = await store.aload("c"), await store.aload("c", thread=True)
+    assert first is not None
+    assert second is not None
+    seed = first.current_node
+    first.append(Message(role="user", content="first"))
+    await store.asave("c", first)
+    second.append(Message(role="user", content="second"))
+    second.append(Message(role="assistant", content="second answer"))
+    second.title = "renamed"
+    stale = second.revision
+    revision = await store.asave("c", second, merge=True)
+    assert second.revision == stale  # it lacks what the first writer saved
+    with pytest.raises(HistoryConflictError):
+        await store.asave("c", second)
+    merged = await store.aload("c")
+    assert merged is not None
+    assert merged.revision == revision
+    assert [merged[c].content for c in merged.children(seed)] == ["first", "second"]
+    assert contents(merged) == ["seed", "second", "second answer"]  # the merged turn's thread
+    assert merged.title == "renamed"
+    assert len(merged) == 4
+
+
+async def test_a_merge_into_an_unchanged_chat_is_a_plain_save(place: Place) -> None:
+    store = await place.open()
+    history = chat("one")
+    await store.asave("c", history, merge=True)  # a new chat
+    history.append(Message(role="user", content="two"))
+    revision = await store.asave("c", history, merge=True)
+    assert history.revision == revision
+    history.append(Message(role="user", content="three"))
+    await store.asave("c", history)  # checked again: still the stored revision
+    loaded = await store.aload("c")
+    assert loaded is not None
+    assert contents(loaded) == ["one", "two", "three"]
+
+
+async def test_a_merge_is_refused_when_the_message_it_follows_is_gone(place: Place) -> None:
+    store = await place.open()
+    await store.asave("c", chat("seed"))
+    loaded = await store.aload("c")
+    assert loaded is not None
+    loaded.append(Message(role="user", content="late"))
+    await store.adelete("c")
+    await store.asave("c", chat("another chat"))
+    for history in (loaded, chat("a second first message")):
+        with pytest.raises(HistoryConflictError, match="deleted or replaced"):
+            await store.asave("c", history, merge=True)
+    await store.adelete("c")
+    with pytest.raises(HistoryConflictError, match="deleted or replaced"):
+        await store.asave("c", loaded, merge=True)  # its chat is gone: nothing to follow
+    assert await store.aload("c") is None
+
+
+async def test_concurrent_merges_never_conflict_nor_lose_a_turn(place: Place) -> None:
+    """Writers that loaded the chat at once save their turns at once, merging: each is
+    kept, once, as a sibling branch below the message they all continued."""
+    seed = chat("seed")
+    await (await place.open()).asave("shared", seed)
+    stores = [await place.open() for _ in range(6)]
+    loaded = [await store.aload("shared", thread=True) for store in stores]
+
+    async def writer(number: int, store: ChatStore, history: History | None) -> None:
+        assert history is not None
+        history.append(Message(role="user", content=f"w{number}"))
+        history.append(Message(role="assistant", content=f"answer {number}"))
+        await store.asave("shared", history, merge=True)
+
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(writer(n, s, h) for n, (s, h) in enumerate(zip(stores, loaded, strict=True)))
+        ),
+        120,
+    )
+    final = await stores[0].aload("shared")
+    assert final is not None
+    assert seed.current_node is not None
+    branches = final.children(seed.current_node)
+    assert sorted(final[b].content for b in branches) == [f"w{n}" for n in range(6)]
+    for branch in branches:
+        (answer,) = final.children(branch)
+        assert final[answer].content == "answer " + final[branch].content[1:]
+    assert len(final) == 13

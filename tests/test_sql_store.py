@@ -245,3 +245,23 @@ def test_importing_glassagent_does_not_import_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_merge_writes_only_the_messages_the_chat_lacks(sql_place: Place) -> None:
+    store = await sql_place.open_sql()
+    await store.asave("c", long_chat(5))
+    first, second = await store.aload("c"), await store.aload("c", thread=True)
+    assert first is not None
+    assert second is not None
+    first.append(Message(role="user", content="first"))
+    await store.asave("c", first)
+    second.append(Message(role="user", content="second"))
+    second.append(Message(role="assistant", content="answer"))
+    statements = Statements(store)
+    await store.asave("c", second, merge=True)
+    statements.close()
+    assert statements.writes() == [("UPDATE", CHATS, 1), ("INSERT", MESSAGES, 2)]
+    locked = [text for text, _ in statements.seen if text.startswith("SELECT")]
+    if sql_place.kind == "postgresql":
+        assert locked[0].endswith("FOR UPDATE")
+    assert await count_messages(store) == 13

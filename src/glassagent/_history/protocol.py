@@ -21,7 +21,8 @@ class ChatStore(Protocol):
 
     Saves are checked: a history remembers the revision it was loaded from, and `asave` over
     a chat that another writer changed since raises `HistoryConflictError` instead of losing
-    that writer's turn. Reload, re-apply, and save again.
+    that writer's turn. Reload, re-apply, and save again; or, when adding messages is all
+    the change, save with ``merge=True`` to add them to the chat as it is now.
 
     Example:
         ```python
@@ -48,16 +49,31 @@ class ChatStore(Protocol):
         """
         ...
 
-    async def asave(self, chat_id: str, history: History) -> str:
+    async def asave(self, chat_id: str, history: History, *, merge: bool = False) -> str:
         """Save a chat, refusing to overwrite changes made since `history` was loaded.
 
         A history that was never stored (``revision`` `None`) may only create a new chat.
 
+        With `merge`, a chat that changed since is not a conflict: the messages of `history`
+        it does not hold are added to it, each below its own parent, its current node becomes
+        `history`'s and its metadata (title, model, tools) `history`'s. What others saved
+        meanwhile stays: two turns appended below one message become sibling branches. The
+        store does it as one step (under its lock, in one transaction), so concurrent merges
+        never lose a message. `history` itself does not gain what others saved: its
+        ``revision`` is left as it was.
+
+        Args:
+            chat_id: The chat to write.
+            history: The conversation.
+            merge: Add the new messages to a chat that changed, rather than refuse.
+
         Returns:
-            The new revision (also set on ``history.revision``).
+            The new revision (also set on ``history.revision``, unless it was merged).
 
         Raises:
-            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            HistoryConflictError: When the stored chat is not the revision `history` came
+                from; with `merge`, only when the chat lacks a message the new ones follow
+                (it was deleted or replaced).
             UserError: For an invalid chat id, or a history that cannot be written as JSON.
         """
         ...

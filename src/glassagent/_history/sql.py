@@ -23,13 +23,14 @@ from glassagent._core.errors import (
     HistoryValidationError,
 )
 from glassagent._history import rows
+from glassagent._history.merging import unmergeable
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
 from glassagent._history.store import _short, check_chat_id
 from glassagent._history.tree import History
 
 if TYPE_CHECKING:
     from glassagent._history.rows import MessageRow
-    from glassagent._history.sqldb import ChatRow, Database
+    from glassagent._history.sqldb import ChatRow, Database, Write
 
 _INSTALL = "pip install 'glassagent[sql]'"
 _DRIVERS = {
@@ -49,7 +50,7 @@ class _Stored:
     owner: str
     chat_id: str
     key: int
-    revision: str
+    revision: str | None
     count: int  # its first `count` messages are stored; a history only ever grows
 
 
@@ -245,45 +246,66 @@ class SQLHistoryStore:
 
     async def _read(self, chat_id: str, thread: bool) -> tuple[ChatRow, list[MessageRow]] | None:
         """A chat's row and its messages' (or its thread's) rows; `None` when there is none."""
-        db = self._db
         for attempt in range(1, _LOAD_ATTEMPTS + 1):
-            chat = await db.chat(self.user, chat_id)
-            if chat is None:
+            found = await self._db.read(self.user, chat_id, thread=thread, limits=self.limits)
+            if found is None:
                 return None
-            node = chat.current_node
-            if node is None:
-                return chat, []
-            if thread:
-                found = await db.thread(chat.key, node, self.limits.max_depth)
-            else:
-                found = await db.messages(chat.key, self.limits.max_messages)
-            if found or attempt == _LOAD_ATTEMPTS:  # none, again: they will not validate
-                return chat, found
+            chat, messages = found
+            if messages or chat.current_node is None or attempt == _LOAD_ATTEMPTS:
+                return found  # (none, again: they will not validate)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns
 
-    async def asave(self, chat_id: str, history: History) -> str:
+    async def asave(self, chat_id: str, history: History, *, merge: bool = False) -> str:
         """Save a chat: insert its new messages and update its row, if no one changed it since.
 
         The messages new since `history` was loaded or saved by this store are inserted;
         for any other history, those the chat does not hold yet. A history that was never
-        stored (``revision`` `None`) may only create a new chat.
+        stored (``revision`` `None`) may only create a new chat. With `merge`, the chat's
+        row is locked (``SELECT ... FOR UPDATE``; SQLite locks the database) and the new
+        messages are added to the chat as it is, changed or not (see `ChatStore.asave`).
 
         Args:
             chat_id: The chat to write.
             history: The conversation.
+            merge: Add the new messages to a chat that changed, rather than refuse.
 
         Returns:
-            The new revision (also set on ``history.revision``).
+            The new revision (also set on ``history.revision``, unless it was merged).
 
         Raises:
-            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            HistoryConflictError: When the stored chat is not the revision `history` came from
+                (with `merge`: when it lacks the message the new ones follow).
             UserError: For an invalid chat id, or a history holding values that are not JSON.
             ConfigurationError: When the database has no tables (see `create_schema`).
         """
-        from glassagent._history.sqldb import Write
-
         check_chat_id(chat_id)
         await self._db.check_schema()
+        write, key = self._write(chat_id, history), None
+        stored = self._stored.get(history)
+        loaded, changed = history.revision, False
+        if merge:
+            from glassagent._history.sqldb import Unmergeable
+
+            try:
+                key, changed = await self._db.merge(write, loaded)
+            except Unmergeable:
+                actual = await self._db.revision(self.user, chat_id)
+                raise unmergeable(chat_id, loaded, actual) from None
+        elif loaded is None:
+            key = await self._db.create(write)
+        else:
+            key = await self._db.update(write, stored.key if stored else None, loaded)
+        if key is None:
+            raise await self._conflict(chat_id, loaded)
+        revision = loaded if changed else write.revision
+        history.revision = revision
+        self._stored[history] = _Stored(self.user, chat_id, key, revision, len(history))
+        return write.revision
+
+    def _write(self, chat_id: str, history: History) -> Write:
+        """What saving `history` writes: the chat's row and its new (or maybe new) messages."""
+        from glassagent._history.sqldb import Write
+
         stored = self._stored.get(history)
         if stored is not None and (stored.owner, stored.chat_id, stored.revision) != (
             self.user,
@@ -292,7 +314,7 @@ class SQLHistoryStore:
         ):
             stored = None
         new, maybe_new = _new_messages(history, stored)
-        write = Write(
+        return Write(
             owner=self.user,
             chat_id=chat_id,
             revision=uuid.uuid4().hex,
@@ -301,15 +323,6 @@ class SQLHistoryStore:
             rows=rows.rows_of(history, new),
             maybe_new=rows.rows_of(history, maybe_new),
         )
-        if history.revision is None:
-            key = await self._db.create(write)
-        else:
-            key = await self._db.update(write, stored.key if stored else None, history.revision)
-        if key is None:
-            raise await self._conflict(chat_id, history.revision)
-        history.revision = write.revision
-        self._stored[history] = _Stored(self.user, chat_id, key, write.revision, len(history))
-        return write.revision
 
     async def _conflict(self, chat_id: str, expected: str | None) -> HistoryConflictError:
         actual = await self._db.revision(self.user, chat_id)

@@ -44,8 +44,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql import Select
 
 from glassagent._core.errors import ConfigurationError
+from glassagent._history.model import HistoryLimits
 from glassagent._history.rows import MessageRow
 
 SCHEMA_VERSION = 1
@@ -117,6 +119,12 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(url, **options)
         self.writer = self.engine.execution_options(**_WRITE)
         self.sqlite = url.get_backend_name() == "sqlite"
+        # PostgreSQL reads outside a transaction: no BEGIN and ROLLBACK round trips
+        self.reader = (
+            self.engine
+            if self.sqlite
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
         if self.sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
@@ -145,55 +153,41 @@ class Database:
             raise schema_error(version)
         self.checked = True
 
-    async def chat(self, owner: str, chat_id: str) -> ChatRow | None:
-        """The row of a chat, or `None`."""
-        c = chats.c
-        query = select(c.id, c.revision, c.current_node, c.meta).where(
-            c.owner == owner, c.chat_id == chat_id
-        )
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else ChatRow(row[0], row[1], row[2], bytes(row[3]))
+    async def read(
+        self, owner: str, chat_id: str, *, thread: bool, limits: HistoryLimits
+    ) -> tuple[ChatRow, list[MessageRow]] | None:
+        """A chat's row and its messages' rows; `None` when there is no such chat.
 
-    async def thread(self, key: int, node: str, max_depth: int) -> list[MessageRow]:
-        """The messages from the root down to `node`, root first: a walk up the parent ids."""
-        m = messages.c
-        columns = (m.message_id, m.parent_id, m.body, m.mapping_extra)
-        start = select(*columns, literal(0, Integer).label("hops"))
-        walk = start.where(m.chat == key, m.message_id == node).cte("thread", recursive=True)
-        up = messages.alias("up").c
-        walk = walk.union_all(
-            select(up.message_id, up.parent_id, up.body, up.mapping_extra, walk.c.hops + 1).where(
-                up.chat == key, up.message_id == walk.c.parent_id, walk.c.hops < max_depth
-            )
-        )
-        t = walk.c
-        query = select(t.message_id, t.parent_id, t.body, t.mapping_extra).order_by(t.hops.desc())
-        async with self.engine.connect() as conn:
-            return _message_rows(await conn.execute(query))
-
-    async def messages(self, key: int, most: int) -> list[MessageRow]:
-        """Every message of a chat in the order they were saved (at most `most` + 1)."""
-        m = messages.c
-        query = (
-            select(m.message_id, m.parent_id, m.body, m.mapping_extra)
-            .where(m.chat == key)
-            .order_by(m.seq)
-            .limit(most + 1)
-        )
-        async with self.engine.connect() as conn:
-            return _message_rows(await conn.execute(query))
+        With `thread`, the rows of the current thread, root first; else all, in the order
+        they were saved. One connection, outside a transaction on PostgreSQL (one round trip
+        per query). Messages never change, so the thread of the row's current node is the
+        thread of the row's revision; a chat deleted between the two queries reads as one
+        without messages.
+        """
+        async with self.reader.connect() as conn:
+            row = (await conn.execute(_chat_query(owner, chat_id))).first()
+            if row is None:
+                return None
+            chat = ChatRow(row[0], row[1], row[2], bytes(row[3]))
+            if chat.current_node is None:
+                return chat, []
+            if thread:
+                query = _thread_query(chat.key, chat.current_node, limits.max_depth)
+            else:
+                query = _messages_query(chat.key, limits.max_messages)
+            return chat, _message_rows(await conn.execute(query))
 
     async def chat_ids(self, owner: str) -> list[str]:
         """The ids of `owner`'s chats."""
         query = select(chats.c.chat_id).where(chats.c.owner == owner)
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return list((await conn.execute(query)).scalars())
 
     async def revision(self, owner: str, chat_id: str) -> str | None:
         """The stored revision of a chat, `None` when there is none."""
-        row = await self.chat(owner, chat_id)
-        return None if row is None else row.revision
+        async with self.reader.connect() as conn:
+            row = (await conn.execute(_chat_query(owner, chat_id))).first()
+        return None if row is None else str(row[1])
 
     async def delete(self, owner: str, chat_id: str) -> None:
         """Delete a chat and (cascading) its messages."""
@@ -206,15 +200,9 @@ class Database:
         """Insert a new chat and its messages; its key, or `None` when the chat exists."""
         from sqlalchemy.exc import IntegrityError
 
-        values = _chat_values(write)
         try:
             async with self.writer.begin() as conn:
-                inserted = await conn.execute(
-                    insert(chats).values(owner=write.owner, chat_id=write.chat_id, **values)
-                )
-                primary_key = inserted.inserted_primary_key
-                assert primary_key is not None
-                key = int(primary_key[0])
+                key = await _insert_chat(conn, write)
                 await _insert(conn, key, write.rows)
         except IntegrityError:  # the same (owner, chat_id): another writer created it first
             return None
@@ -239,6 +227,109 @@ class Database:
             rows = [*write.rows, *await _unstored(conn, key, write.maybe_new)]
             await _insert(conn, key, rows)
         return key
+
+    async def merge(self, write: Write, loaded: str | None) -> tuple[int, bool]:
+        """Add the messages the chat lacks to it as it is now, the chat locked meanwhile.
+
+        Returns its key, and whether it had changed since revision `loaded`.
+
+        Raises:
+            Unmergeable: When a new message follows one the chat does not hold.
+        """
+        from sqlalchemy.exc import IntegrityError
+
+        c = chats.c
+        query = select(c.id, c.revision, c.current_node).where(
+            c.owner == write.owner, c.chat_id == write.chat_id
+        )
+        if not self.sqlite:  # SQLite: BEGIN IMMEDIATE has locked the database
+            query = query.with_for_update()
+        try:
+            async with self.writer.begin() as conn:
+                row = (await conn.execute(query)).first()
+                if row is None:
+                    if loaded is not None:  # deleted meanwhile
+                        raise Unmergeable
+                    key = await _insert_chat(conn, write)
+                    await _insert(conn, key, [*write.rows, *write.maybe_new])
+                    return key, False
+                key, changed = int(row[0]), row[1] != loaded
+                if changed:
+                    rows = await _unstored(conn, key, [*write.rows, *write.maybe_new])
+                    if not await _follow_stored(conn, key, rows, has_messages=bool(row[2])):
+                        raise Unmergeable
+                else:
+                    rows = [*write.rows, *await _unstored(conn, key, write.maybe_new)]
+                await conn.execute(update(chats).where(c.id == key).values(**_chat_values(write)))
+                await _insert(conn, key, rows)
+        except IntegrityError:  # created by another writer meanwhile, with a first message
+            raise Unmergeable from None
+        return key, changed
+
+
+async def _insert_chat(conn: AsyncConnection, write: Write) -> int:
+    inserted = await conn.execute(
+        insert(chats).values(owner=write.owner, chat_id=write.chat_id, **_chat_values(write))
+    )
+    primary_key = inserted.inserted_primary_key
+    assert primary_key is not None
+    return int(primary_key[0])
+
+
+async def _follow_stored(
+    conn: AsyncConnection, key: int, rows: Sequence[MessageRow], *, has_messages: bool
+) -> bool:
+    """Whether each row follows another row or a message the chat holds.
+
+    A first message (no parent) follows nothing: only a chat without messages takes one.
+    """
+    new = {row.message_id for row in rows}
+    needed = {row.parent_id for row in rows if row.parent_id not in new}
+    if None in needed and has_messages:
+        return False
+    wanted = sorted(parent for parent in needed if parent is not None)
+    if not wanted:
+        return True
+    m = messages.c
+    query = select(m.message_id).where(m.chat == key, m.message_id.in_(wanted))
+    return len(set((await conn.execute(query)).scalars())) == len(wanted)
+
+
+def _chat_query(owner: str, chat_id: str) -> Select[Any]:
+    c = chats.c
+    return select(c.id, c.revision, c.current_node, c.meta).where(
+        c.owner == owner, c.chat_id == chat_id
+    )
+
+
+def _thread_query(key: int, node: str, max_depth: int) -> Select[Any]:
+    """The messages from the root down to `node`, root first: a walk up the parent ids."""
+    m = messages.c
+    start = select(m.message_id, m.parent_id, m.body, m.mapping_extra, literal(0).label("hops"))
+    walk = start.where(m.chat == key, m.message_id == node).cte("thread", recursive=True)
+    up = messages.alias("up").c
+    walk = walk.union_all(
+        select(up.message_id, up.parent_id, up.body, up.mapping_extra, walk.c.hops + 1).where(
+            up.chat == key, up.message_id == walk.c.parent_id, walk.c.hops < max_depth
+        )
+    )
+    t = walk.c
+    return select(t.message_id, t.parent_id, t.body, t.mapping_extra).order_by(t.hops.desc())
+
+
+def _messages_query(key: int, most: int) -> Select[Any]:
+    """Every message of a chat in the order they were saved (at most `most` + 1)."""
+    m = messages.c
+    return (
+        select(m.message_id, m.parent_id, m.body, m.mapping_extra)
+        .where(m.chat == key)
+        .order_by(m.seq)
+        .limit(most + 1)
+    )
+
+
+class Unmergeable(Exception):
+    """A merge's messages follow one the chat does not hold (deleted or replaced)."""
 
 
 def _chat_values(write: Write) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from time import monotonic, time
 from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
 from glassagent._core.errors import HistoryConflictError, UserError
 from glassagent._history.files import read_bounded, revision_of, write_atomic
+from glassagent._history.merging import merge_into, unmergeable
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, Version
 from glassagent._history.tree import History
 
@@ -162,41 +163,61 @@ class HistoryStore:
             return None
         return History.from_json(data, limits=self.limits, attachment_policy=self.attachment_policy)
 
-    def save(self, chat_id: str, history: History, *, version: Version = "2.0") -> str:
+    def save(
+        self, chat_id: str, history: History, *, version: Version = "2.0", merge: bool = False
+    ) -> str:
         """Save a chat atomically, refusing to overwrite changes made since it was loaded.
 
         A history that was never stored (``revision`` `None`) may only create a new chat.
+        With `merge`, a chat that changed is not a conflict: the messages of `history` it
+        lacks are added to it instead (see `ChatStore.asave`).
 
         Args:
             chat_id: The chat to write.
             history: The conversation.
             version: ``"2.0"`` (the default) or ``"1"``.
+            merge: Add the new messages to a chat that changed, rather than refuse.
 
         Returns:
-            The new revision (also set on ``history.revision``).
+            The new revision (also set on ``history.revision``, unless it was merged).
 
         Raises:
-            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            HistoryConflictError: When the stored chat is not the revision `history` came from
+                (with `merge`: when it lacks the message the new ones follow).
+            HistoryValidationError: With `merge`, when the stored chat is not valid.
             UserError: For an invalid chat id.
         """
         path = self.path(chat_id)
         data = history.to_json(version)
+        merged = False
         with self._locked():
             current = self._revision(path)
             if current != history.revision:
-                raise HistoryConflictError(
-                    f"Chat {chat_id!r} changed since this history was loaded (expected revision "
-                    f"{_short(history.revision)}, found {_short(current)}); reload it and "
-                    "apply the change again.",
-                    chat_id=chat_id,
-                    expected_revision=history.revision,
-                    actual_revision=current,
-                )
+                if not merge:
+                    raise HistoryConflictError(
+                        f"Chat {chat_id!r} changed since this history was loaded (expected "
+                        f"revision {_short(history.revision)}, found {_short(current)}); reload "
+                        "it and apply the change again.",
+                        chat_id=chat_id,
+                        expected_revision=history.revision,
+                        actual_revision=current,
+                    )
+                data, merged = self._merged(chat_id, history, current).to_json(version), True
             write_atomic(path, data)
             if monotonic() >= self._next_sweep:
                 self._remove_stale_temp_files()
-        history.revision = revision_of(data)
-        return history.revision
+        revision = revision_of(data)
+        if not merged:
+            history.revision = revision
+        return revision
+
+    def _merged(self, chat_id: str, history: History, current: str | None) -> History:
+        """The stored chat with `history`'s new messages added; call it holding the lock."""
+        stored = self._load_if_any(chat_id)
+        if stored is None:
+            raise unmergeable(chat_id, history.revision, current)
+        merge_into(stored, history, chat_id)
+        return stored
 
     def delete(self, chat_id: str) -> None:
         """Delete a chat; deleting a chat that does not exist does nothing.
@@ -224,22 +245,27 @@ class HistoryStore:
         """
         return await asyncio.to_thread(self._load_if_any, chat_id)
 
-    async def asave(self, chat_id: str, history: History, *, version: Version = "2.0") -> str:
+    async def asave(
+        self, chat_id: str, history: History, *, merge: bool = False, version: Version = "2.0"
+    ) -> str:
         """`save` in a worker thread.
 
         Args:
             chat_id: The chat to write.
             history: The conversation.
+            merge: Add the new messages to a chat that changed, rather than refuse.
             version: ``"2.0"`` (the default) or ``"1"``.
 
         Returns:
-            The new revision (also set on ``history.revision``).
+            The new revision (also set on ``history.revision``, unless it was merged).
 
         Raises:
-            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            HistoryConflictError: When the stored chat is not the revision `history` came from
+                (with `merge`: when it lacks the message the new ones follow).
+            HistoryValidationError: With `merge`, when the stored chat is not valid.
             UserError: For an invalid chat id.
         """
-        return await asyncio.to_thread(self.save, chat_id, history, version=version)
+        return await asyncio.to_thread(self.save, chat_id, history, version=version, merge=merge)
 
     async def alist(self) -> builtins.list[str]:
         """`list` in a worker thread: the ids of every stored chat, sorted."""

@@ -12,7 +12,6 @@ from glassagent._core.errors import (
     GlassAgentError,
     HistoryConflictError,
     HistoryValidationError,
-    UserError,
 )
 from glassagent._core.messages import Message
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
@@ -83,62 +82,27 @@ def append_turn(history: History, messages: Sequence[Message], *, below: str | N
     return ids
 
 
-async def save(
-    store: ChatStore,
-    chat_id: str,
-    history: History,
-    ids: Sequence[str],
-    *,
-    below: str | None,
-    attempts: int,
-) -> History:
-    """Save `history`; when another writer got there first, re-apply the turn and try again.
+async def save(store: ChatStore, chat_id: str, history: History, *, attempts: int) -> None:
+    """Save `history`; when another writer got there first, merge the turn into the chat.
 
-    The turn is the messages `ids` of `history`, appended below `below`. On a conflict the
-    chat is loaded again and the same messages (ids and timestamps kept) are appended below
-    the same node of the fresh copy, so both writers' turns are kept: two turns from one
-    node become sibling branches. Returns the history that was saved.
+    The first save is checked (`ChatStore.asave`); on a conflict, the turn's messages (ids
+    and timestamps kept) are merged into the chat as it is now, below the same node, so both
+    writers' turns are kept: two turns from one node become sibling branches. The store
+    merges under its lock (files) or with the chat's row locked (SQL), so merges of
+    concurrent turns queue rather than conflict again.
 
     Raises:
-        HistoryConflictError: After `attempts` conflicts, or when the fresh copy lacks the
-            node the turn continues (the chat was deleted or replaced).
+        HistoryConflictError: When `attempts` is 1, or when the chat no longer holds the node
+            the turn continues (it was deleted or replaced).
+        GlassAgentError: When the stored chat, read to merge, is not a valid history.
     """
     for attempt in range(attempts):
         try:
-            await store.asave(chat_id, history)
-            return history
+            await store.asave(chat_id, history, merge=attempt > 0)
+            return
         except HistoryConflictError:
             if attempt + 1 == attempts:
                 raise
-        history = await _reapply(store, chat_id, history, ids, below)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-async def _reapply(
-    store: ChatStore, chat_id: str, turn: History, ids: Sequence[str], below: str | None
-) -> History:
-    fresh = await load(store, chat_id, thread=True)
-    if fresh is not None and below is not None and below not in fresh:
-        fresh = await load(store, chat_id)  # the turn continues another thread than the current
-    if fresh is None:
-        fresh = History(conversation_id=turn.conversation_id, model=turn.model)
-    if (below is None and len(fresh)) or (below is not None and below not in fresh):
-        raise HistoryConflictError(
-            f"Chat {chat_id!r} was replaced while this turn ran: the message it continues "
-            "is gone, so the turn was not saved.",
-            chat_id=chat_id,
-            expected_revision=turn.revision,
-            actual_revision=fresh.revision,
-        )
-    parent = below
-    try:
-        for message_id in ids:
-            parent = fresh.append(turn[message_id], parent=parent)
-    except UserError as exc:  # pragma: no cover - ids are fresh UUIDs; tool runs are intact
-        raise HistoryConflictError(
-            f"Chat {chat_id!r} changed and the turn could not be re-applied: {exc}",
-            chat_id=chat_id,
-            expected_revision=turn.revision,
-            actual_revision=fresh.revision,
-        ) from None
-    return fresh
+        except HistoryValidationError as exc:
+            logger.error("stored chat %r in %r is invalid: %s", chat_id, store, exc)
+            raise GlassAgentError(f"The stored chat {chat_id!r} cannot be read.") from None

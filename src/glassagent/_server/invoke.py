@@ -311,15 +311,10 @@ class Invocation:
         history = self.history
         returned = history if self.returns_history else None
         if self.request.append_to_history and history is not None:
-            ids = chats.append_turn(history, result.new_messages, below=self.start_node)
+            chats.append_turn(history, result.new_messages, below=self.start_node)
             if self.chat_id is not None and self.store is not None:
                 await chats.save(
-                    self.store,
-                    self.chat_id,
-                    history,
-                    ids,
-                    below=self.start_node,
-                    attempts=self.config.limits.save_attempts,
+                    self.store, self.chat_id, history, attempts=self.config.limits.save_attempts
                 )
         status, stop = ending(result)
         return InvokeResult(
