@@ -360,8 +360,8 @@ async def invoke(
     active tools, up to ``request.max_iterations`` model calls (capped by
     ``limits.max_iterations``). With ``append_to_history`` the turn (the message, every tool
     call and result, and the answer) is appended below the node it started from: to the
-    posted history (returned), or to the stored chat (saved; a concurrent change is
-    re-applied and saved again, see `ServerLimits.save_attempts`). A turn that fails appends
+    posted history (returned), or to the stored chat (saved; when the chat changed meanwhile,
+    the turn is merged into it, see `ServerLimits.save_attempts`). A turn that fails appends
     nothing; one that ``limits.budget`` stops before a model call ends with status
     ``budget_exceeded`` and is kept like a finished one.
 
