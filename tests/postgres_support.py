@@ -61,11 +61,16 @@ class Cluster:
 
     bindir: Path
     port: int
+    data: Path
 
     @property
     def url(self) -> str:
         """The base URL, without a database name."""
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}"
+
+    def server_pid(self) -> int:
+        """The process id of the postmaster (its backends are its children)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
     def create_database(self, name: str) -> str:
         """Create the database `name`; its URL."""
@@ -105,7 +110,7 @@ def cluster(bindir: Path, *, durable: bool = False) -> Iterator[Cluster]:
             [*pg_ctl, "-l", str(log), "-o", settings, "start"], timeout=START_SECONDS + 10, **run
         )
         try:
-            yield Cluster(bindir, port)
+            yield Cluster(bindir, port, data)
         finally:
             stop = [*pg_ctl, "-m", "immediate", "stop"]
             subprocess.run(stop, timeout=START_SECONDS, **{**run, "check": False})

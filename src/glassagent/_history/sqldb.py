@@ -33,6 +33,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     delete,
     event,
     insert,
@@ -165,17 +166,18 @@ class Database:
         without messages.
         """
         async with self.reader.connect() as conn:
-            row = (await conn.execute(_chat_query(owner, chat_id))).first()
+            row = (await conn.execute(CHAT_QUERY, {"owner": owner, "chat_id": chat_id})).first()
             if row is None:
                 return None
             chat = ChatRow(row[0], row[1], row[2], bytes(row[3]))
             if chat.current_node is None:
                 return chat, []
             if thread:
-                query = _thread_query(chat.key, chat.current_node, limits.max_depth)
+                query = THREAD_QUERY
+                values = {"key": chat.key, "node": chat.current_node, "max_depth": limits.max_depth}
             else:
-                query = _messages_query(chat.key, limits.max_messages)
-            return chat, _message_rows(await conn.execute(query))
+                query, values = MESSAGES_QUERY, {"key": chat.key, "most": limits.max_messages + 1}
+            return chat, _message_rows(await conn.execute(query, values))
 
     async def chat_ids(self, owner: str) -> list[str]:
         """The ids of `owner`'s chats."""
@@ -186,7 +188,7 @@ class Database:
     async def revision(self, owner: str, chat_id: str) -> str | None:
         """The stored revision of a chat, `None` when there is none."""
         async with self.reader.connect() as conn:
-            row = (await conn.execute(_chat_query(owner, chat_id))).first()
+            row = (await conn.execute(CHAT_QUERY, {"owner": owner, "chat_id": chat_id})).first()
         return None if row is None else str(row[1])
 
     async def delete(self, owner: str, chat_id: str) -> None:
@@ -295,16 +297,18 @@ async def _follow_stored(
     return len(set((await conn.execute(query)).scalars())) == len(wanted)
 
 
-def _chat_query(owner: str, chat_id: str) -> Select[Any]:
+def _chat_query() -> Select[Any]:
     c = chats.c
     return select(c.id, c.revision, c.current_node, c.meta).where(
-        c.owner == owner, c.chat_id == chat_id
+        c.owner == bindparam("owner", type_=Text), c.chat_id == bindparam("chat_id", type_=Text)
     )
 
 
-def _thread_query(key: int, node: str, max_depth: int) -> Select[Any]:
-    """The messages from the root down to `node`, root first: a walk up the parent ids."""
+def _thread_query() -> Select[Any]:
+    """The messages from the root down to ``node``, root first: a walk up the parent ids."""
     m = messages.c
+    key = bindparam("key", type_=_ID)
+    node, max_depth = bindparam("node", type_=Text), bindparam("max_depth", type_=Integer)
     start = select(m.message_id, m.parent_id, m.body, m.mapping_extra, literal(0).label("hops"))
     walk = start.where(m.chat == key, m.message_id == node).cte("thread", recursive=True)
     up = messages.alias("up").c
@@ -317,15 +321,19 @@ def _thread_query(key: int, node: str, max_depth: int) -> Select[Any]:
     return select(t.message_id, t.parent_id, t.body, t.mapping_extra).order_by(t.hops.desc())
 
 
-def _messages_query(key: int, most: int) -> Select[Any]:
-    """Every message of a chat in the order they were saved (at most `most` + 1)."""
+def _messages_query() -> Select[Any]:
+    """Every message of a chat in the order they were saved (at most ``most``)."""
     m = messages.c
     return (
         select(m.message_id, m.parent_id, m.body, m.mapping_extra)
-        .where(m.chat == key)
+        .where(m.chat == bindparam("key", type_=_ID))
         .order_by(m.seq)
-        .limit(most + 1)
+        .limit(bindparam("most", type_=Integer))
     )
+
+
+# built once: building the recursive query costs more than running it
+CHAT_QUERY, THREAD_QUERY, MESSAGES_QUERY = _chat_query(), _thread_query(), _messages_query()
 
 
 class Unmergeable(Exception):
