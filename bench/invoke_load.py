@@ -117,8 +117,9 @@ def start_servers(stack: ExitStack, url: str, workers: int, logs: Path) -> dict[
     }
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User and system CPU seconds of processes (and of their children that are running)."""
+def cpu_seconds(pids: list[int], *, reaped: bool = False) -> float:
+    """User and system CPU seconds of processes; with `reaped`, also of their children that
+    ended (PostgreSQL's backends of closed connections)."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     for pid in pids:
@@ -126,7 +127,8 @@ def cpu_seconds(pids: list[int]) -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick
+        spent = fields[11:15] if reaped else fields[11:13]
+        total += sum(int(f) for f in spent) / tick
     return total
 
 
@@ -237,9 +239,8 @@ async def run_phase(
     """`clients` clients for `seconds`; the CPU each kind of process spent per request."""
     phase, ports = Phase(name, clients), pids["ports"]
     kinds = {kind: list(ids) for kind, ids in pids.items() if kind != "ports"}
-    kinds["database"] = children(pids["database"][0]) if pids["database"] else []
     kinds["clients"] = [os.getpid()]
-    before = {kind: cpu_seconds(ids) for kind, ids in kinds.items()}
+    before = {kind: _spent(kind, ids) for kind, ids in kinds.items()}
     started = time.perf_counter()
     until = started + seconds
     await asyncio.gather(
@@ -247,11 +248,17 @@ async def run_phase(
     )
     phase.elapsed = time.perf_counter() - started
     done = max(1, sum(phase.statuses.values()))
-    kinds["database"] = children(pids["database"][0]) if pids["database"] else []
     phase.cpu = {
-        kind: (cpu_seconds(ids) - before[kind]) * 1000 / done for kind, ids in kinds.items()
+        kind: (_spent(kind, ids) - before[kind]) * 1000 / done for kind, ids in kinds.items()
     }
     return phase
+
+
+def _spent(kind: str, pids: list[int]) -> float:
+    if kind != "database" or not pids:
+        return cpu_seconds(pids)
+    postmaster = pids[0]  # with the backends that ended, and those running now
+    return cpu_seconds([postmaster], reaped=True) + cpu_seconds(children(postmaster)[1:])
 
 
 # ---- checking and reporting ------------------------------------------------------------

@@ -106,8 +106,9 @@ class SQLHistoryStore:
             limits: Bounds applied when loading; `HistoryLimits()` when not given.
             attachment_policy: Given to every history loaded; `AttachmentPolicy()` when not
                 given. Pass `AttachmentPolicy.safe()` when others can write the chats.
-            engine_options: Passed to SQLAlchemy's ``create_async_engine`` (e.g.
-                ``pool_size``).
+            engine_options: Passed to SQLAlchemy's ``create_async_engine``. For PostgreSQL
+                the pool keeps ``pool_size=10`` connections open (up to 20 at once,
+                ``max_overflow=10``) unless they say otherwise.
 
         Raises:
             ConfigurationError: For a URL that is not a SQLite or PostgreSQL one, or when
@@ -377,6 +378,8 @@ def _open(url: str, options: dict[str, Any]) -> Database:
             f"SQLHistoryStore keeps chats in SQLite (sqlite+aiosqlite://) or PostgreSQL "
             f"(postgresql+asyncpg://), not {parsed.drivername}."
         )
+    if driver == "postgresql+asyncpg":  # a busy server reopens fewer connections
+        options = {"pool_size": 10, "max_overflow": 10, **options}
     try:
         return Database(parsed.set(drivername=driver), options)
     except ImportError as exc:
