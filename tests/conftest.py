@@ -60,22 +60,15 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ---- chat stores: a file store, SQLite, and a throwaway PostgreSQL cluster ------------------
 
-_POSTGRES_MISSING = (
-    "PostgreSQL is not installed (no initdb and pg_ctl on PATH or in "
-    "/usr/lib/postgresql/*/bin): install it (apt-get install postgresql) to run these tests"
-)
-
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[Any]:
     """A PostgreSQL cluster for the session (a `postgres_support.Cluster`)."""
-    from postgres_support import cluster, find_bindir
+    from postgres_support import cluster, find_bindir, missing_postgres
 
     bindir = find_bindir()
     if bindir is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"in CI, {_POSTGRES_MISSING}")
-        pytest.skip(_POSTGRES_MISSING)
+        missing_postgres()
     with cluster(bindir) as running:
         yield running
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 START_SECONDS = 60
+MISSING = (
+    "PostgreSQL is not installed (no initdb and pg_ctl on PATH or in "
+    "/usr/lib/postgresql/*/bin): install it (apt-get install postgresql) to run these tests"
+)
 
 
 def find_bindir() -> Path | None:
@@ -32,6 +38,13 @@ def find_bindir() -> Path | None:
     versions = glob.glob("/usr/lib/postgresql/*/bin/initdb")
     versions.sort(key=lambda p: int(p.split("/")[-3]) if p.split("/")[-3].isdigit() else 0)
     return Path(versions[-1]).parent if versions else None
+
+
+def missing_postgres() -> None:
+    """Skip the test for want of PostgreSQL; in CI (``CI=true``) fail it."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"in CI, {MISSING}")
+    pytest.skip(MISSING)
 
 
 def _free_port() -> int:

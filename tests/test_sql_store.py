@@ -265,3 +265,14 @@ async def test_a_merge_writes_only_the_messages_the_chat_lacks(sql_place: Place)
     if sql_place.kind == "postgresql":
         assert locked[0].endswith("FOR UPDATE")
     assert await count_messages(store) == 13
+
+
+def test_without_postgresql_the_tests_skip_but_fail_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from postgres_support import missing_postgres
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install postgresql"):
+        missing_postgres()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="in CI, PostgreSQL is not installed"):
+        missing_postgres()
