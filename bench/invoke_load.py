@@ -187,6 +187,7 @@ class Phase:
     name: str
     clients: int
     latencies: list[float] = field(default_factory=list)
+    finished: list[float] = field(default_factory=list)  # when each answer came
     statuses: collections.Counter[int] = field(default_factory=collections.Counter)
     failures: int = 0  # no answer (connection lost, timeout): the turn's fate is unknown
     elapsed: float = 0.0
@@ -225,6 +226,7 @@ async def client(
                 connection.close()
                 continue
             phase.latencies.append(time.perf_counter() - started)
+            phase.finished.append(time.perf_counter())
             phase.statuses[status] += 1
             kept = {200: ledger.acknowledged, 409: ledger.refused}.get(status, ledger.unknown)
             kept[chat_id].append(message)
@@ -328,6 +330,12 @@ def report(args: argparse.Namespace, phases: list[Phase], checks: dict[str, int]
     for phase in phases:
         spent = ", ".join(f"{kind} {ms:.1f}" for kind, ms in phase.cpu.items())
         print(f"- CPU ms per request, {phase.name}: {spent} (total {sum(phase.cpu.values()):.1f})")
+    load = phases[-1]
+    if load.finished:
+        start, windows = load.finished[0] - load.latencies[0], collections.Counter[int]()
+        windows.update(int((t - start) // 10) for t in load.finished)
+        rates = ", ".join(f"{windows[w] / 10:.0f}" for w in sorted(windows))
+        print(f"- requests/s of the load phase, 10 s at a time: {rates}")
     for name, value in checks.items():
         print(f"- {name}: {value:,}")
 
