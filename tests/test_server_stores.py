@@ -217,3 +217,30 @@ def test_a_database_that_cannot_work_is_bad_input(
     assert len(err.strip().splitlines()) == 1, err
     assert expected in err
     assert "s3cret" not in err
+
+
+async def test_a_chat_damaged_while_a_turn_runs_is_a_500_naming_only_the_chat(
+    tmp_path: Path,
+) -> None:
+    from glassagent.history import HistoryStore
+
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
+        if messages[-1].content == "slow":
+            started.set()
+            await asyncio.wait_for(release.wait(), 30)
+        return "ok"
+
+    store = HistoryStore(tmp_path)
+    async with http(create_app(model=FunctionClient(slow), store=store)) as api:
+        await api.post(INVOKE, json=turn("seed"))
+        pending = asyncio.create_task(api.post(INVOKE, json=turn("slow")))
+        await asyncio.wait_for(started.wait(), 30)
+        path = store.for_user(ANONYMOUS_USER).path("c")
+        path.write_text('{"conversation_id": "x", "secret-field": ')  # changed, and invalid
+        release.set()
+        response = await pending
+    assert response.status_code == 500
+    assert response.json()["error"]["message"] == "The stored chat 'c' cannot be read."
+    assert "secret-field" not in response.text
