@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,3 +56,47 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded(real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(real_connect_ex))
+
+
+# ---- chat stores: a file store, SQLite, and a throwaway PostgreSQL cluster ------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """A PostgreSQL cluster for the session (a `postgres_support.Cluster`)."""
+    from postgres_support import cluster, find_bindir, missing_postgres
+
+    bindir = find_bindir()
+    if bindir is None:
+        missing_postgres()
+    with cluster(bindir) as running:
+        yield running
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Any) -> str:
+    """The URL of a new, empty database of the session's cluster."""
+    url: str = postgres_cluster.create_database(f"test_{next(_DATABASES)}")
+    return url
+
+
+_DATABASES = itertools.count(1)
+_STORE_KINDS = ["files", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=_STORE_KINDS)
+async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """Where chats are kept, for each kind of store: stores opened on it are closed after."""
+    from store_support import Place
+
+    async with Place.of(request.param, request, tmp_path) as found:
+        yield found
+
+
+@pytest.fixture(params=_STORE_KINDS[1:])
+async def sql_place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """Where chats are kept, for each database."""
+    from store_support import Place
+
+    async with Place.of(request.param, request, tmp_path) as found:
+        yield found

@@ -5,7 +5,8 @@ regenerating an answer starts a new branch and keeps the old one. `History` is t
 its *thread* at `History.current_node` is what the model sees. Documents are read in the
 standard format's version 1 or 2.0 and written in 2.0 (or 1 on request) without losing
 anything, unknown fields included. `HistoryStore` keeps chats as files, saved atomically and
-checked for concurrent writers.
+checked for concurrent writers; `SQLHistoryStore` keeps them in SQLite or PostgreSQL, a row
+per message, for several servers sharing one database. Both are a `ChatStore`.
 
 Pass a history to an agent run to use it as context and extend it:
 
@@ -39,6 +40,8 @@ from glassagent._history.model import (
     HistoryToolCall,
     Version,
 )
+from glassagent._history.protocol import ChatStore
+from glassagent._history.sql import SQLHistoryStore
 from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
 from glassagent._public import publish
@@ -46,6 +49,7 @@ from glassagent._public import publish
 __all__ = [
     "AttachmentPolicy",
     "AttachmentType",
+    "ChatStore",
     "History",
     "HistoryAttachment",
     "HistoryConflictError",
@@ -55,6 +59,7 @@ __all__ = [
     "HistoryStore",
     "HistoryToolCall",
     "HistoryValidationError",
+    "SQLHistoryStore",
     "Version",
     "add_message_to_history",
     "create_standard_history",

@@ -22,8 +22,9 @@ shows each step of a turn as it streams. Importing this module needs neither Sta
 uvicorn; `create_app`, `serve` and `aserve` do.
 """
 
+from glassagent._history.store import user_directory
 from glassagent._public import publish
-from glassagent._server.chats import ANONYMOUS_USER, user_directory
+from glassagent._server.chats import ANONYMOUS_USER
 from glassagent._server.invoke import InvokeResult, InvokeStatus, ModelsLike, invoke
 from glassagent._server.request import InvokeError, InvokeRequest, ServerLimits
 from glassagent._server.serve import aserve, check_host, create_app, load_tokens, serve

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import contextlib
+import hashlib
 import os
 import re
 import sys
@@ -13,6 +16,7 @@ from time import monotonic, time
 from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
 from glassagent._core.errors import HistoryConflictError, UserError
 from glassagent._history.files import read_bounded, revision_of, write_atomic
+from glassagent._history.merging import merge_into, unmergeable
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, Version
 from glassagent._history.tree import History
 
@@ -24,6 +28,16 @@ _SUFFIX = ".json"
 _LOCK_NAME = ".glassagent-store.lock"
 _TEMP_NAME = re.compile(r"\.(.+)\.json\.[a-z0-9_]{8}\.tmp")  # write_atomic's mkstemp names
 _STALE_AFTER = 600.0  # seconds; an older temporary file is taken to belong to no save under way
+
+
+def user_directory(root: str | os.PathLike[str], user: str) -> Path:
+    """Where `user`'s chats live under a store directory (`HistoryStore.for_user`).
+
+    ``<root>/users/<the first 32 hex digits of the SHA-256 of the user id>``: any user id
+    makes a safe directory name, and a user's chats are found only under their own id.
+    """
+    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return Path(root) / "users" / digest
 
 
 def check_chat_id(chat_id: object) -> str:
@@ -56,6 +70,9 @@ class HistoryStore:
     chat. Saves are also checked: a history remembers the revision it was loaded from, and
     saving it over a chat that another writer changed since raises `HistoryConflictError`
     instead of silently dropping that writer's turn. Reload, re-apply, and save again.
+
+    Its methods block; their coroutine forms (`aload`, `asave`, `alist`, `adelete`, run in a
+    worker thread) and `for_user` make it a `ChatStore`, as the invoke server uses it.
 
     A save killed mid-write (SIGKILL, power loss) leaves its temporary file,
     ``.<chat_id>.json.<random>.tmp``, behind. The store removes such files when it is opened,
@@ -133,48 +150,74 @@ class HistoryStore:
             UserError: For an invalid chat id, or when there is no such chat.
             HistoryValidationError: When the file is not a valid history.
         """
+        history = self._load_if_any(chat_id)
+        if history is None:
+            raise UserError(f"There is no chat {chat_id!r} in {self.directory}.")
+        return history
+
+    def _load_if_any(self, chat_id: str) -> History | None:
         path = self.path(chat_id)
         try:
             data = read_bounded(path, self.limits)
         except FileNotFoundError:
-            raise UserError(f"There is no chat {chat_id!r} in {self.directory}.") from None
+            return None
         return History.from_json(data, limits=self.limits, attachment_policy=self.attachment_policy)
 
-    def save(self, chat_id: str, history: History, *, version: Version = "2.0") -> str:
+    def save(
+        self, chat_id: str, history: History, *, version: Version = "2.0", merge: bool = False
+    ) -> str:
         """Save a chat atomically, refusing to overwrite changes made since it was loaded.
 
         A history that was never stored (``revision`` `None`) may only create a new chat.
+        With `merge`, a chat that changed is not a conflict: the messages of `history` it
+        lacks are added to it instead (see `ChatStore.asave`).
 
         Args:
             chat_id: The chat to write.
             history: The conversation.
             version: ``"2.0"`` (the default) or ``"1"``.
+            merge: Add the new messages to a chat that changed, rather than refuse.
 
         Returns:
-            The new revision (also set on ``history.revision``).
+            The new revision (also set on ``history.revision``, unless it was merged).
 
         Raises:
-            HistoryConflictError: When the stored chat is not the revision `history` came from.
+            HistoryConflictError: When the stored chat is not the revision `history` came from
+                (with `merge`: when it lacks the message the new ones follow).
+            HistoryValidationError: With `merge`, when the stored chat is not valid.
             UserError: For an invalid chat id.
         """
         path = self.path(chat_id)
         data = history.to_json(version)
+        merged = False
         with self._locked():
             current = self._revision(path)
             if current != history.revision:
-                raise HistoryConflictError(
-                    f"Chat {chat_id!r} changed since this history was loaded (expected revision "
-                    f"{_short(history.revision)}, found {_short(current)}); reload it and "
-                    "apply the change again.",
-                    chat_id=chat_id,
-                    expected_revision=history.revision,
-                    actual_revision=current,
-                )
+                if not merge:
+                    raise HistoryConflictError(
+                        f"Chat {chat_id!r} changed since this history was loaded (expected "
+                        f"revision {_short(history.revision)}, found {_short(current)}); reload "
+                        "it and apply the change again.",
+                        chat_id=chat_id,
+                        expected_revision=history.revision,
+                        actual_revision=current,
+                    )
+                data, merged = self._merged(chat_id, history, current).to_json(version), True
             write_atomic(path, data)
             if monotonic() >= self._next_sweep:
                 self._remove_stale_temp_files()
-        history.revision = revision_of(data)
-        return history.revision
+        revision = revision_of(data)
+        if not merged:
+            history.revision = revision
+        return revision
+
+    def _merged(self, chat_id: str, history: History, current: str | None) -> History:
+        """The stored chat with `history`'s new messages added; call it holding the lock."""
+        stored = self._load_if_any(chat_id)
+        if stored is None:
+            raise unmergeable(chat_id, history.revision, current)
+        merge_into(stored, history, chat_id)
+        return stored
 
     def delete(self, chat_id: str) -> None:
         """Delete a chat; deleting a chat that does not exist does nothing.
@@ -188,6 +231,71 @@ class HistoryStore:
         path = self.path(chat_id)
         with self._locked(), contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+    async def aload(self, chat_id: str, *, thread: bool = False) -> History | None:
+        """Load and validate a chat in a worker thread; `None` when there is none.
+
+        Args:
+            chat_id: The chat to load.
+            thread: Accepted for `ChatStore`: a file holds the whole chat, which is read.
+
+        Raises:
+            UserError: For an invalid chat id.
+            HistoryValidationError: When the file is not a valid history.
+        """
+        return await asyncio.to_thread(self._load_if_any, chat_id)
+
+    async def asave(
+        self, chat_id: str, history: History, *, merge: bool = False, version: Version = "2.0"
+    ) -> str:
+        """`save` in a worker thread.
+
+        Args:
+            chat_id: The chat to write.
+            history: The conversation.
+            merge: Add the new messages to a chat that changed, rather than refuse.
+            version: ``"2.0"`` (the default) or ``"1"``.
+
+        Returns:
+            The new revision (also set on ``history.revision``, unless it was merged).
+
+        Raises:
+            HistoryConflictError: When the stored chat is not the revision `history` came from
+                (with `merge`: when it lacks the message the new ones follow).
+            HistoryValidationError: With `merge`, when the stored chat is not valid.
+            UserError: For an invalid chat id.
+        """
+        return await asyncio.to_thread(self.save, chat_id, history, version=version, merge=merge)
+
+    async def alist(self) -> builtins.list[str]:
+        """`list` in a worker thread: the ids of every stored chat, sorted."""
+        return await asyncio.to_thread(self.list)
+
+    async def adelete(self, chat_id: str) -> None:
+        """`delete` in a worker thread.
+
+        Args:
+            chat_id: The chat to delete.
+
+        Raises:
+            UserError: For an invalid chat id.
+        """
+        await asyncio.to_thread(self.delete, chat_id)
+
+    def for_user(
+        self, user: str, *, attachment_policy: AttachmentPolicy | None = None
+    ) -> HistoryStore:
+        """The store of `user`'s chats: the directory `user_directory` names under this one.
+
+        Args:
+            user: Any user id.
+            attachment_policy: Given to every history loaded; this store's when not given.
+        """
+        return HistoryStore(
+            user_directory(self.directory, user),
+            limits=self.limits,
+            attachment_policy=attachment_policy or self.attachment_policy,
+        )
 
     def _revision(self, path: Path) -> str | None:
         try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import Sequence
@@ -14,11 +12,11 @@ from glassagent._core.errors import (
     GlassAgentError,
     HistoryConflictError,
     HistoryValidationError,
-    UserError,
 )
 from glassagent._core.messages import Message
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
-from glassagent._history.store import HistoryStore
+from glassagent._history.protocol import ChatStore
+from glassagent._history.store import HistoryStore, user_directory
 from glassagent._history.tree import History
 
 logger = logging.getLogger("glassagent.server")
@@ -27,55 +25,46 @@ ANONYMOUS_USER = "anonymous"
 """The user id of every request to a server without tokens."""
 
 
-def user_directory(root: str | os.PathLike[str], user: str) -> Path:
-    """Where `user`'s chats live under a server's store directory.
-
-    ``<root>/users/<the first 32 hex digits of the SHA-256 of the user id>``: any user id
-    makes a safe directory name, and a user's chats are found only under their own id.
-    """
-    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(root) / "users" / digest
-
-
 class UserStores:
-    """One `HistoryStore` per user under a root directory, created when first needed.
+    """Each user's own store of chats, made from the server's store when first needed.
 
-    Chats are read with `AttachmentPolicy.safe`: users wrote them.
+    A directory gives one `HistoryStore` per user under it (`user_directory`), created
+    lazily; a `ChatStore` gives its `ChatStore.for_user`. Chats are read with
+    `AttachmentPolicy.safe`: users wrote them.
     """
 
-    def __init__(self, root: str | os.PathLike[str], limits: HistoryLimits | None = None) -> None:
-        self.root = Path(root)
+    def __init__(
+        self, root: str | os.PathLike[str] | ChatStore, limits: HistoryLimits | None = None
+    ) -> None:
+        self.root = root if isinstance(root, ChatStore) else Path(root)
         self.limits = limits or DEFAULT_LIMITS
-        self._stores: dict[str, HistoryStore] = {}
+        self._stores: dict[str, ChatStore] = {}
         self._policy = AttachmentPolicy.safe()
 
-    def get(self, user: str) -> HistoryStore:
+    def get(self, user: str) -> ChatStore:
         """The store of `user`'s chats."""
         store = self._stores.get(user)
         if store is None:
-            directory = user_directory(self.root, user)
-            store = HistoryStore(directory, limits=self.limits, attachment_policy=self._policy)
+            if isinstance(self.root, Path):
+                directory = user_directory(self.root, user)
+                store = HistoryStore(directory, limits=self.limits, attachment_policy=self._policy)
+            else:
+                store = self.root.for_user(user, attachment_policy=self._policy)
             self._stores[user] = store
         return store
 
 
-def _load_now(store: HistoryStore, chat_id: str) -> History | None:
-    if not store.path(chat_id).is_file():
-        return None
-    return store.load(chat_id)
-
-
-async def load(store: HistoryStore, chat_id: str) -> History | None:
-    """The stored chat `chat_id`, or `None` when there is none (read in a worker thread).
+async def load(store: ChatStore, chat_id: str, *, thread: bool = False) -> History | None:
+    """The stored chat `chat_id` (with `thread`, at least its current thread), or `None`.
 
     Raises:
-        GlassAgentError: When the stored file is not a valid history (a server fault, not
+        GlassAgentError: When the stored chat is not a valid history (a server fault, not
             the request's: the cause is logged, the message names only the chat).
     """
     try:
-        return await asyncio.to_thread(_load_now, store, chat_id)
+        return await store.aload(chat_id, thread=thread)
     except HistoryValidationError as exc:
-        logger.error("stored chat %r in %s is invalid: %s", chat_id, store.directory, exc)
+        logger.error("stored chat %r in %r is invalid: %s", chat_id, store, exc)
         raise GlassAgentError(f"The stored chat {chat_id!r} cannot be read.") from None
 
 
@@ -93,60 +82,27 @@ def append_turn(history: History, messages: Sequence[Message], *, below: str | N
     return ids
 
 
-async def save(
-    store: HistoryStore,
-    chat_id: str,
-    history: History,
-    ids: Sequence[str],
-    *,
-    below: str | None,
-    attempts: int,
-) -> History:
-    """Save `history`; when another writer got there first, re-apply the turn and try again.
+async def save(store: ChatStore, chat_id: str, history: History, *, attempts: int) -> None:
+    """Save `history`; when another writer got there first, merge the turn into the chat.
 
-    The turn is the messages `ids` of `history`, appended below `below`. On a conflict the
-    chat is loaded again and the same messages (ids and timestamps kept) are appended below
-    the same node of the fresh copy, so both writers' turns are kept: two turns from one
-    node become sibling branches. Returns the history that was saved.
+    The first save is checked (`ChatStore.asave`); on a conflict, the turn's messages (ids
+    and timestamps kept) are merged into the chat as it is now, below the same node, so both
+    writers' turns are kept: two turns from one node become sibling branches. The store
+    merges under its lock (files) or with the chat's row locked (SQL), so merges of
+    concurrent turns queue rather than conflict again.
 
     Raises:
-        HistoryConflictError: After `attempts` conflicts, or when the fresh copy lacks the
-            node the turn continues (the chat was deleted or replaced).
+        HistoryConflictError: When `attempts` is 1, or when the chat no longer holds the node
+            the turn continues (it was deleted or replaced).
+        GlassAgentError: When the stored chat, read to merge, is not a valid history.
     """
     for attempt in range(attempts):
         try:
-            await asyncio.to_thread(store.save, chat_id, history)
-            return history
+            await store.asave(chat_id, history, merge=attempt > 0)
+            return
         except HistoryConflictError:
             if attempt + 1 == attempts:
                 raise
-        history = await asyncio.to_thread(_reapply, store, chat_id, history, ids, below)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-def _reapply(
-    store: HistoryStore, chat_id: str, turn: History, ids: Sequence[str], below: str | None
-) -> History:
-    fresh = _load_now(store, chat_id)
-    if fresh is None:
-        fresh = History(conversation_id=turn.conversation_id, model=turn.model)
-    if (below is None and len(fresh)) or (below is not None and below not in fresh):
-        raise HistoryConflictError(
-            f"Chat {chat_id!r} was replaced while this turn ran: the message it continues "
-            "is gone, so the turn was not saved.",
-            chat_id=chat_id,
-            expected_revision=turn.revision,
-            actual_revision=fresh.revision,
-        )
-    parent = below
-    try:
-        for message_id in ids:
-            parent = fresh.append(turn[message_id], parent=parent)
-    except UserError as exc:  # pragma: no cover - ids are fresh UUIDs; tool runs are intact
-        raise HistoryConflictError(
-            f"Chat {chat_id!r} changed and the turn could not be re-applied: {exc}",
-            chat_id=chat_id,
-            expected_revision=turn.revision,
-            actual_revision=fresh.revision,
-        ) from None
-    return fresh
+        except HistoryValidationError as exc:
+            logger.error("stored chat %r in %r is invalid: %s", chat_id, store, exc)
+            raise GlassAgentError(f"The stored chat {chat_id!r} cannot be read.") from None

@@ -27,7 +27,7 @@ from glassagent._server.request import (
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
-    from glassagent._history.store import HistoryStore
+    from glassagent._history.protocol import ChatStore
 
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
 """One client (its ``model`` is its id), or clients by model id (the first is the default)."""
@@ -192,7 +192,7 @@ class Invocation:
     """
 
     def __init__(
-        self, request: InvokeRequest, config: ServerConfig, store: HistoryStore | None
+        self, request: InvokeRequest, config: ServerConfig, store: ChatStore | None
     ) -> None:
         self.request = request
         self.config = config
@@ -276,7 +276,7 @@ class Invocation:
         if request.chat_id is not None:
             store = self._require_store()
             self.chat_id = request.chat_id
-            self.history = await chats.load(store, request.chat_id)
+            self.history = await chats.load(store, request.chat_id, thread=True)
             if self.history is None:
                 if not request.append_to_history:
                     raise InvokeError(
@@ -291,7 +291,7 @@ class Invocation:
             else:
                 self.returns_history = True
 
-    def _require_store(self) -> HistoryStore:
+    def _require_store(self) -> ChatStore:
         if self.store is None:
             raise InvokeError(
                 "This server keeps no chats: send the conversation as `history` instead of "
@@ -311,15 +311,10 @@ class Invocation:
         history = self.history
         returned = history if self.returns_history else None
         if self.request.append_to_history and history is not None:
-            ids = chats.append_turn(history, result.new_messages, below=self.start_node)
+            chats.append_turn(history, result.new_messages, below=self.start_node)
             if self.chat_id is not None and self.store is not None:
                 await chats.save(
-                    self.store,
-                    self.chat_id,
-                    history,
-                    ids,
-                    below=self.start_node,
-                    attempts=self.config.limits.save_attempts,
+                    self.store, self.chat_id, history, attempts=self.config.limits.save_attempts
                 )
         status, stop = ending(result)
         return InvokeResult(
@@ -352,7 +347,7 @@ async def invoke(
     *,
     clients: ModelsLike,
     tools: Iterable[Tool | Callable[..., Any]] = (),
-    store: HistoryStore | None = None,
+    store: ChatStore | None = None,
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
@@ -365,8 +360,8 @@ async def invoke(
     active tools, up to ``request.max_iterations`` model calls (capped by
     ``limits.max_iterations``). With ``append_to_history`` the turn (the message, every tool
     call and result, and the answer) is appended below the node it started from: to the
-    posted history (returned), or to the stored chat (saved; a concurrent change is
-    re-applied and saved again, see `ServerLimits.save_attempts`). A turn that fails appends
+    posted history (returned), or to the stored chat (saved; when the chat changed meanwhile,
+    the turn is merged into it, see `ServerLimits.save_attempts`). A turn that fails appends
     nothing; one that ``limits.budget`` stops before a model call ends with status
     ``budget_exceeded`` and is kept like a finished one.
 
@@ -374,7 +369,9 @@ async def invoke(
         request: The request, e.g. from `InvokeRequest.from_json`.
         clients: The model client, or clients by model id (the first is the default).
         tools: Every tool the server offers; ``request.active_tools`` picks among them.
-        store: Where chats are kept (`None`: ``chat_id`` is refused with 400).
+        store: Where chats are kept, e.g. a `HistoryStore` or an `SQLHistoryStore` (`None`:
+            ``chat_id`` is refused with 400). Its chats are used as they are: give
+            ``store.for_user(user)`` to keep each user's apart.
         system: System instructions when the request gives none.
         settings: Generation settings under the request's ``params``.
         limits: The server's limits; `ServerLimits()` when not given.

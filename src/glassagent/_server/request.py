@@ -47,8 +47,10 @@ class ServerLimits:
     """Seconds one run may take (`None`: no limit beyond ``max_iterations`` and the model
     calls' own timeouts)."""
     save_attempts: int = 5
-    """How often the turn is re-applied and saved again when another request changed the
-    same stored chat meanwhile; past that the request fails with 409."""
+    """How often a turn is saved to its stored chat. The first save is checked; when another
+    request changed the chat meanwhile, the next merges the turn into the chat as it is now
+    (`ChatStore.asave` with ``merge=True``), below the same node. With 1, a chat that changed
+    meanwhile answers 409."""
     budget: Budget | None = None
     """What the run of one request may spend (cost, tokens, model calls; `None`: no limit).
     A run it stops ends with status ``budget_exceeded``, its turn kept like a finished one."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import ConfigurationError
 from glassagent._core.messages import ModelSettings
-from glassagent._history.store import HistoryStore
+from glassagent._history.protocol import ChatStore
 from glassagent._server.chats import UserStores
 from glassagent._server.invoke import ModelsLike, make_config
 from glassagent._server.request import ServerLimits
@@ -30,7 +30,7 @@ def create_app(
     *,
     model: ModelsLike,
     tools: Iterable[Tool | Callable[..., Any]] = (),
-    store: str | os.PathLike[str] | HistoryStore | None = None,
+    store: str | os.PathLike[str] | ChatStore | None = None,
     tokens: Mapping[str, str] | None = None,
     limits: ServerLimits | None = None,
     system: str | None = None,
@@ -47,9 +47,11 @@ def create_app(
     Args:
         model: The model client, or clients by ``model_id`` (the first is the default).
         tools: Every tool the server offers; a request picks among them (``active_tools``).
-        store: The directory of stored chats (or a `HistoryStore`, whose directory and limits
-            are used); each user's chats live in their own subdirectory. `None`: no chats
-            are kept, and ``chat_id`` is refused.
+        store: Where chats are kept: a directory (or a `HistoryStore`, whose directory and
+            limits are used), each user's chats in their own subdirectory; or any other
+            `ChatStore`, e.g. an `SQLHistoryStore` on SQLite or PostgreSQL (its schema
+            created), each user's chats its `for_user`. `None`: no chats are kept, and
+            ``chat_id`` is refused.
         tokens: Bearer tokens mapped to user ids (see `load_tokens`). `None`: one anonymous
             user, no authentication (`serve` then binds loopback addresses only).
         limits: Bounds on requests; `ServerLimits()` when not given.
@@ -57,8 +59,8 @@ def create_app(
         settings: Generation settings under each request's ``params``.
 
     Raises:
-        ConfigurationError: For no model, clashing tool names, invalid tokens, or when
-            Starlette is not installed.
+        ConfigurationError: For no model, clashing tool names, invalid tokens, a `store`
+            that is neither a directory nor a `ChatStore`, or when Starlette is not installed.
     """
     try:
         from glassagent._server.app import build_app
@@ -66,10 +68,12 @@ def create_app(
         raise ConfigurationError(f"create_app needs Starlette: {_INSTALL}") from exc
     config = make_config(model, tools, system=system, settings=settings, limits=limits)
     stores = None
-    if isinstance(store, HistoryStore):
-        stores = UserStores(store.directory, store.limits)
-    elif store is not None:
+    if isinstance(store, (str, os.PathLike, ChatStore)):
         stores = UserStores(store)
+    elif store is not None:
+        raise ConfigurationError(
+            f"`store` must be a directory or a ChatStore, not {type(store).__name__}."
+        )
     return build_app(config, stores, check_tokens(tokens) if tokens is not None else None)
 
 

@@ -81,8 +81,9 @@ class ServeOptions:
     """The folder whose workspace tools the server offers; `None`: no tools."""
     allow_commands: bool
     """Whether the workspace tools include ``execute_command``."""
-    store: Path | None
-    """The directory of stored chats; `None`: no chats are kept."""
+    store: str | None
+    """Where chats are kept: a directory, or a database URL (``sqlite+aiosqlite:///...``,
+    ``postgresql+asyncpg://...``); `None`: no chats are kept."""
     host: str
     """The address to bind."""
     port: int
@@ -214,7 +215,12 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         help="most model calls per request, also the most a request may ask for "
         f"(default: {ServerLimits().max_iterations})",
     )
-    add("--store", metavar="DIR", type=Path, help="keep chats in DIR (default: keep none)")
+    add(
+        "--store",
+        metavar="DIR|URL",
+        help="keep chats in DIR, or in a database: sqlite+aiosqlite:///chats.db, "
+        "postgresql+asyncpg://user:password@host/db (default: keep none)",
+    )
     add("--host", default=DEFAULT_HOST, help=f"the address to bind (default: {DEFAULT_HOST})")
     add(
         "--port",

@@ -1,13 +1,15 @@
 """``glassagent serve``: the invoke API of `glassagent.server` on a host and port.
 
 Everything is checked before the model starts: the tokens file, the host (no tokens: loopback
-only), the address, the store and the workspace; a mistake is a `BadInput` (one line, exit
-code 2). Then the client opens, and the app is served in this event loop until SIGINT or
-SIGTERM; the client is closed (and a local model stopped) after the server.
+only), the address, the store (a database's tables are created, or checked, then) and the
+workspace; a mistake is a `BadInput` (one line, exit code 2). Then the client opens, and the
+app is served in this event loop until SIGINT or SIGTERM; the client is closed (and a local
+model stopped) after the server, and the database's connections after it.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +25,13 @@ from glassagent.cli._setup import (
     settings_for,
 )
 from glassagent.errors import ConfigurationError, UserError
+from glassagent.history import SQLHistoryStore
 from glassagent.server import ServerLimits, aserve, check_host, create_app, load_tokens
 from glassagent.tools import Tool
 from glassagent.workspace import Workspace
 
 Note = Callable[[str], None]
+_DATABASE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 async def serve_command(options: ServeOptions, note: Note) -> int:
@@ -43,7 +47,21 @@ async def serve_command(options: ServeOptions, note: Note) -> int:
     except ConfigurationError as exc:
         raise BadInput(f"{exc} (give them with --tokens FILE)") from exc
     _check_address(options.host, options.port)
-    store = _store(options.store)
+    store = await _open_store(options.store)
+    try:
+        return await _serve(options, note, tokens, store)
+    finally:
+        if isinstance(store, SQLHistoryStore):
+            await store.aclose()
+
+
+async def _serve(
+    options: ServeOptions,
+    note: Note,
+    tokens: dict[str, str] | None,
+    store: Path | SQLHistoryStore | None,
+) -> int:
+    """Check the tools, open the model client and serve until stopped; exit code 0."""
     tools = _tools(options)
     provider = provider_of(options.provider, note)
     async with open_client(provider, options.model, options.base_url, note) as client:
@@ -66,7 +84,7 @@ async def serve_command(options: ServeOptions, note: Note) -> int:
         users = f"{len(set(tokens.values()))} users" if tokens else "one anonymous user"
         note(
             f"serving {client.provider_name}/{client.model} to {users}, "
-            f"{len(tools)} tools, {'chats in ' + str(store) if store else 'no stored chats'}"
+            f"{len(tools)} tools, {_kept(store)}"
         )
         await aserve(app, host=options.host, port=options.port)
     return EXIT_OK
@@ -103,14 +121,41 @@ def _check_address(host: str, port: int) -> None:
         raise BadInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
 
 
-def _store(path: Path | None) -> Path | None:
+async def _open_store(store: str | None) -> Path | SQLHistoryStore | None:
+    """The store directory, or the database (tables created or checked), or `None`.
+
+    Raises:
+        BadInput: For a directory that cannot be, a URL of another database, or a database
+            that cannot be reached or holds a newer glassagent's tables.
+    """
+    if store is None:
+        return None
+    if not _DATABASE_URL.match(store):
+        return _store(Path(store))
+    try:
+        database = SQLHistoryStore(store)
+    except ConfigurationError as exc:
+        raise BadInput(str(exc)) from exc
+    try:
+        await database.create_schema()
+    except ConfigurationError as exc:
+        await database.aclose()
+        raise BadInput(str(exc)) from None
+    return database
+
+
+def _kept(store: Path | SQLHistoryStore | None) -> str:
+    if store is None:
+        return "no stored chats"
+    return f"chats in {store.url if isinstance(store, SQLHistoryStore) else store}"
+
+
+def _store(path: Path) -> Path:
     """The store directory: it may not exist yet, but its parent must.
 
     Raises:
         BadInput: When it is not a directory, or its parent does not exist.
     """
-    if path is None:
-        return None
     if path.exists() and not path.is_dir():
         raise BadInput(f"the store {str(path)!r} is not a folder")
     if not path.exists() and not path.resolve().parent.is_dir():
