@@ -5,9 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 _SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ws_proxy", "wss_proxy"}
@@ -53,3 +57,22 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded(real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(real_connect_ex))
+
+
+# ---- glassagent.otel: spans kept in memory (the SDK is imported only by tests that ask) ----
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """An exporter that keeps every ended span for the test to read."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    """A tracer provider that hands each ended span to `exporter` at once."""
+    from otel_support import memory_provider
+
+    return memory_provider(exporter)

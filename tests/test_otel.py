@@ -18,25 +18,7 @@ from glassagent.errors import (
 )
 from glassagent.otel import INSTRUMENTATION, traced
 from glassagent.testing import ScriptedClient
-from otel_support import (
-    add,
-    boom,
-    by_name,
-    memory_provider,
-    the_run,
-    tool_round,
-)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    return memory_provider(exporter)
-
+from otel_support import add, boom, by_name, the_run, tool_round
 
 # ---- the shape of a run ----------------------------------------------------------------
 

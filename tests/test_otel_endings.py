@@ -23,24 +23,7 @@ from glassagent.llm import Message, RetryNotice, StreamPart, ToolDefinition
 from glassagent.otel import traced
 from glassagent.testing import FunctionClient, ScriptedClient
 from glassagent.tools import ToolContext, TurnInfo, context_tool
-from otel_support import (
-    SECRET,
-    add,
-    by_name,
-    memory_provider,
-    the_run,
-    tool_round,
-)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    return memory_provider(exporter)
+from otel_support import SECRET, add, by_name, the_run, tool_round
 
 
 async def test_a_failed_model_call_marks_its_span_and_the_run_span(
