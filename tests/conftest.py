@@ -8,9 +8,13 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 _SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ws_proxy", "wss_proxy"}
@@ -100,3 +104,22 @@ async def sql_place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
     async with Place.of(request.param, request, tmp_path) as found:
         yield found
+
+
+# ---- glassagent.otel: spans kept in memory (the SDK is imported only by tests that ask) ----
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """An exporter that keeps every ended span for the test to read."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    """A tracer provider that hands each ended span to `exporter` at once."""
+    from otel_support import memory_provider
+
+    return memory_provider(exporter)

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from glassagent import LLMResponse, ToolCall, Usage
+from glassagent.otel import TracedRun
 from glassagent.testing import ScriptedClient
 
 SECRET = "the-launch-code-is-0000"
@@ -46,6 +47,15 @@ def tool_round(*, usage: Usage | None = None) -> ScriptedClient:
         ],
         model="test-model",
     )
+
+
+async def finish(run: TracedRun, *, streamed: bool) -> None:
+    """Iterate the events of `run` to its end when `streamed`, else await it."""
+    if streamed:
+        async for _ in run:
+            pass
+    else:
+        await run
 
 
 def by_name(spans: Sequence[ReadableSpan]) -> dict[str, list[ReadableSpan]]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from glassagent.profiles import profile_file_name
+import pytest
+
+from glassagent.profiles import profile_file_name, reload_profiles
 
 PRICING = {
     "input_per_1m_tokens": "1.00",
@@ -37,3 +41,22 @@ def write_profile(directory: Path, model_id: str, pricing: dict[str, Any] | None
     path = directory / profile_file_name(model_id)
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
+
+
+@contextmanager
+def acme_profiles(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, pricing: dict[str, Any] = PRICING
+) -> Iterator[Path]:
+    """``acme-priced`` with `pricing` and ``acme-free`` without prices, the only profiles known.
+
+    Both are written into `directory`, which goes on ``GLASSAGENT_PROFILE_PATH`` while the
+    block runs; the profiles are read again on the way in and out.
+    """
+    write_profile(directory, "acme-priced", pricing)
+    write_profile(directory, "acme-free", pricing=None)
+    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(directory))
+    reload_profiles()
+    try:
+        yield directory
+    finally:
+        reload_profiles()

@@ -18,8 +18,8 @@ from glassagent import Agent, Budget, LLMResponse, ToolCall, Usage, tool
 from glassagent.errors import UserError
 from glassagent.events import BudgetExceededEvent, LLMResponseEvent, parse_event
 from glassagent.history import History
-from glassagent.profiles import profile_file_name, reload_profiles
 from glassagent.testing import ScriptedClient
+from profile_support import acme_profiles
 
 # $1 per million input tokens, $4 output, $8 thinking, $0.10 cached input
 PRICING = {
@@ -38,36 +38,11 @@ def shout(text: str) -> str:
     return text.upper() * 4
 
 
-def profile_data(model_id: str, pricing: dict[str, Any] | None = PRICING) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "basic_info": {"id": model_id, "name": model_id, "provider": "acme"},
-        "capabilities": {"context_length": 1_000_000},
-        "features": {
-            "supports_function_calling": True,
-            "supports_streaming": True,
-            "is_multimodal": False,
-            "supports_reasoning": True,
-        },
-    }
-    if pricing is not None:
-        data["pricing"] = pricing
-    return data
-
-
 @pytest.fixture(autouse=True)
 def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``acme-priced`` with `PRICING`, ``acme-free`` without pricing (its provider is local)."""
-    directory = tmp_path / "profiles"
-    directory.mkdir()
-    free = profile_data("acme-free", pricing=None)
-    free["basic_info"]["provider"] = "local"
-    for data in (profile_data("acme-priced"), free):
-        path = directory / profile_file_name(data["basic_info"]["id"])
-        path.write_text(json.dumps(data), encoding="utf-8")
-    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(directory))
-    reload_profiles()
-    yield directory
-    reload_profiles()
+    with acme_profiles(tmp_path / "profiles", monkeypatch, PRICING) as directory:
+        yield directory
 
 
 def call(text: str = "go", usage: Usage | None = None) -> LLMResponse:

@@ -16,9 +16,9 @@ from glassagent import LLMResponse, RunResult, ToolCall, Usage
 from glassagent.cli._view import PLAIN_MARKS, HumanView, PlainWriter, Turn, money
 from glassagent.history import History
 from glassagent.llm import register_provider
-from glassagent.profiles import Cost, reload_profiles
+from glassagent.profiles import Cost
 from glassagent.testing import ScriptedClient
-from profile_support import write_profile
+from profile_support import acme_profiles
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_project"
 LIST = LLMResponse(tool_calls=[ToolCall("c1", "list_files", {})], usage=Usage(900, 10))
@@ -26,14 +26,10 @@ LIST = LLMResponse(tool_calls=[ToolCall("c1", "list_files", {})], usage=Usage(90
 
 
 @pytest.fixture(autouse=True)
-def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``acme-priced`` at $1 and $4 per million tokens; ``acme-free`` without prices."""
-    write_profile(tmp_path / "profiles", "acme-priced")
-    write_profile(tmp_path / "profiles", "acme-free", pricing=None)
-    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(tmp_path / "profiles"))
-    reload_profiles()
-    yield
-    reload_profiles()
+    with acme_profiles(tmp_path / "profiles", monkeypatch) as directory:
+        yield directory
 
 
 def scripted(*answers: LLMResponse | str, model: str = "acme-priced") -> ScriptedClient:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +17,11 @@ import glassagent.cli
 from cli_support import ScriptedModel, call, cli_env, say
 from glassagent.llm import register_provider
 from glassagent.testing import ScriptedClient
+from process_support import uvicorn_process
 from profile_support import write_profile
 from server_support import sse_events
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_project"
-STARTUP_SECONDS = 60
-_LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 TOKEN = "a-test-token-that-is-long-enough"
 
 
@@ -43,47 +40,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, ScriptedModel, subprocess.Pope
             "--tokens", str(tokens), "--workspace", str(project),
             "--store", str(tmp_path / "chats"),
         ]  # fmt: skip
-        process = subprocess.Popen(
-            command,
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        try:
-            yield _wait_for_address(process), model, process
-        finally:
-            _stop(process)
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    """Stop the server as a service manager does: SIGTERM, then SIGKILL if it lingers."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:  # pragma: no cover - it stops on SIGTERM
-            process.kill()
-            process.wait(15)
-    assert process.stderr is not None
-    process.stderr.close()
-
-
-def _wait_for_address(process: subprocess.Popen[str]) -> str:
-    assert process.stderr is not None
-    deadline = time.monotonic() + STARTUP_SECONDS
-    seen = []
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break  # the process ended
-        seen.append(line)
-        match = _LISTENING.search(line)
-        if match:
-            return match.group(1)
-    raise AssertionError(f"the server did not start: {''.join(seen)}")
+        with uvicorn_process(command, cwd=tmp_path, env=env) as (address, process):
+            yield address, model, process
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -18,25 +18,7 @@ from glassagent.errors import (
 )
 from glassagent.otel import INSTRUMENTATION, traced
 from glassagent.testing import ScriptedClient
-from otel_support import (
-    add,
-    boom,
-    by_name,
-    memory_provider,
-    the_run,
-    tool_round,
-)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    return memory_provider(exporter)
-
+from otel_support import add, boom, by_name, finish, the_run, tool_round
 
 # ---- the shape of a run ----------------------------------------------------------------
 
@@ -251,11 +233,7 @@ async def test_the_run_span_is_a_child_of_the_current_span(
     tracer = provider.get_tracer("my-app")
     with tracer.start_as_current_span("handle request") as request:
         run = traced(Agent(ScriptedClient(["Hi"])).run("Hello"), tracer_provider=provider)
-        if streamed:
-            async for _ in run:
-                pass
-        else:
-            await run
+        await finish(run, streamed=streamed)
 
     span = the_run(exporter.get_finished_spans())
     assert span.parent is not None

@@ -13,24 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from glassagent import Agent, LLMResponse, ToolCall
 from glassagent.otel import TracedRun, traced
 from glassagent.testing import ScriptedClient
-from otel_support import (
-    SECRET,
-    add,
-    attributes_of,
-    boom,
-    by_name,
-    memory_provider,
-)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    return memory_provider(exporter)
+from otel_support import SECRET, add, attributes_of, boom, by_name
 
 
 def secret_run(provider: TracerProvider, **options: Any) -> TracedRun:

@@ -23,24 +23,7 @@ from glassagent.llm import Message, RetryNotice, StreamPart, ToolDefinition
 from glassagent.otel import traced
 from glassagent.testing import FunctionClient, ScriptedClient
 from glassagent.tools import ToolContext, TurnInfo, context_tool
-from otel_support import (
-    SECRET,
-    add,
-    by_name,
-    memory_provider,
-    the_run,
-    tool_round,
-)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    return memory_provider(exporter)
+from otel_support import SECRET, add, by_name, finish, the_run, tool_round
 
 
 async def test_a_failed_model_call_marks_its_span_and_the_run_span(
@@ -181,12 +164,8 @@ async def test_a_refused_history_append_fails_the_run_span(
         agent.run("Hi", history=RefusingHistory(), append_to_history=True),
         tracer_provider=provider,
     )
-    with pytest.raises(HistoryAppendError):  # noqa: PT012
-        if streamed:
-            async for _ in run:
-                pass
-        else:
-            await run
+    with pytest.raises(HistoryAppendError):
+        await finish(run, streamed=streamed)
 
     span = the_run(exporter.get_finished_spans())
     assert span.attributes is not None

@@ -10,7 +10,6 @@ import pytest
 from glassagent import Budget, LLMResponse, ToolCall, Usage, tool
 from glassagent.errors import ConfigurationError, UserError
 from glassagent.history import HistoryStore
-from glassagent.profiles import reload_profiles
 from glassagent.server import (
     ANONYMOUS_USER,
     InvokeRequest,
@@ -20,21 +19,17 @@ from glassagent.server import (
     user_directory,
 )
 from glassagent.testing import ScriptedClient
-from profile_support import write_profile
+from profile_support import acme_profiles
 from server_support import INVOKE, document, http, sse_events
 
 TERMINAL = ("complete", "aborted", "error", "budget_exceeded")
 
 
 @pytest.fixture(autouse=True)
-def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``acme-priced`` at $1 and $4 per million tokens; ``acme-free`` without prices."""
-    write_profile(tmp_path / "profiles", "acme-priced")
-    write_profile(tmp_path / "profiles", "acme-free", pricing=None)
-    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(tmp_path / "profiles"))
-    reload_profiles()
-    yield
-    reload_profiles()
+    with acme_profiles(tmp_path / "profiles", monkeypatch) as directory:
+        yield directory
 
 
 @tool

@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -463,28 +464,47 @@ async def test_a_providers_retry_after_is_passed_through() -> None:
 # ---- concurrency -----------------------------------------------------------------------
 
 
-async def test_a_chat_that_keeps_changing_gets_409_and_nothing_is_lost(tmp_path: Path) -> None:
-    started = asyncio.Event()
-    release = asyncio.Event()
+class HeldModel:
+    """A model answering ``answer to <text>`` that holds the message ``slow`` until released."""
 
-    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, messages: tuple[Message, ...], *_: Any) -> str:
         if messages[-1].content == "slow":
-            started.set()
-            await asyncio.wait_for(release.wait(), 10)
+            self.started.set()
+            await asyncio.wait_for(self.release.wait(), 10)
         return f"answer to {messages[-1].content}"
 
+
+def turn(message: str, **options: Any) -> dict[str, Any]:
+    """An invoke body adding `message` to the stored chat ``c``."""
+    return {"message": message, "chat_id": "c", "append_to_history": True, **options}
+
+
+@asynccontextmanager
+async def held(
+    api: httpx.AsyncClient, model: HeldModel, body: dict[str, Any]
+) -> AsyncIterator[asyncio.Task[httpx.Response]]:
+    """Post `body` (whose message is ``slow``); the block runs while the model holds it."""
+    pending = asyncio.create_task(api.post(INVOKE, json=body))
+    await asyncio.wait_for(model.started.wait(), 10)
+    try:
+        yield pending
+    finally:
+        model.release.set()
+
+
+async def test_a_chat_that_keeps_changing_gets_409_and_nothing_is_lost(tmp_path: Path) -> None:
+    model = HeldModel()
     app = create_app(
-        model=FunctionClient(slow), store=tmp_path, limits=ServerLimits(save_attempts=1)
+        model=FunctionClient(model), store=tmp_path, limits=ServerLimits(save_attempts=1)
     )
     async with http(app) as api:
-        await api.post(INVOKE, json={"message": "seed", "chat_id": "c", "append_to_history": True})
-        body = {"message": "slow", "chat_id": "c", "append_to_history": True}
-        pending = asyncio.create_task(api.post(INVOKE, json=body))
-        await asyncio.wait_for(started.wait(), 10)
-        fast = await api.post(
-            INVOKE, json={"message": "fast", "chat_id": "c", "append_to_history": True}
-        )
-        release.set()
+        await api.post(INVOKE, json=turn("seed"))
+        async with held(api, model, turn("slow")) as pending:
+            fast = await api.post(INVOKE, json=turn("fast"))
         conflicted = await pending
         chat = (await api.get("/api/ai/chats/c")).json()
     assert fast.status_code == 200
@@ -569,25 +589,14 @@ def test_create_app_checks_its_configuration() -> None:
 
 
 async def test_a_streamed_turn_that_cannot_be_saved_ends_with_an_error(tmp_path: Path) -> None:
-    started = asyncio.Event()
-    release = asyncio.Event()
-
-    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
-        if messages[-1].content == "slow":
-            started.set()
-            await asyncio.wait_for(release.wait(), 10)
-        return "ok"
-
+    model = HeldModel()
     app = create_app(
-        model=FunctionClient(slow), store=tmp_path, limits=ServerLimits(save_attempts=1)
+        model=FunctionClient(model), store=tmp_path, limits=ServerLimits(save_attempts=1)
     )
-    body = {"message": "slow", "chat_id": "c", "append_to_history": True, "stream": True}
     async with http(app) as api:
-        await api.post(INVOKE, json={"message": "seed", "chat_id": "c", "append_to_history": True})
-        pending = asyncio.create_task(api.post(INVOKE, json=body))
-        await asyncio.wait_for(started.wait(), 10)
-        await api.post(INVOKE, json={"message": "fast", "chat_id": "c", "append_to_history": True})
-        release.set()
+        await api.post(INVOKE, json=turn("seed"))
+        async with held(api, model, turn("slow", stream=True)) as pending:
+            await api.post(INVOKE, json=turn("fast"))
         streamed = await pending
         chat = (await api.get("/api/ai/chats/c")).json()
     events = sse_events(streamed.text)
@@ -598,24 +607,12 @@ async def test_a_streamed_turn_that_cannot_be_saved_ends_with_an_error(tmp_path:
 
 
 async def test_a_chat_deleted_while_a_turn_runs_gets_409(tmp_path: Path) -> None:
-    started = asyncio.Event()
-    release = asyncio.Event()
-
-    async def slow(messages: tuple[Message, ...], *_: Any) -> str:
-        if messages[-1].content == "slow":
-            started.set()
-            await asyncio.wait_for(release.wait(), 10)
-        return "ok"
-
-    app = create_app(model=FunctionClient(slow), store=tmp_path)
+    model = HeldModel()
+    app = create_app(model=FunctionClient(model), store=tmp_path)
     async with http(app) as api:
-        await api.post(INVOKE, json={"message": "seed", "chat_id": "c", "append_to_history": True})
-        pending = asyncio.create_task(
-            api.post(INVOKE, json={"message": "slow", "chat_id": "c", "append_to_history": True})
-        )
-        await asyncio.wait_for(started.wait(), 10)
-        app.state.glassagent.stores.get("anonymous").delete("c")
-        release.set()
+        await api.post(INVOKE, json=turn("seed"))
+        async with held(api, model, turn("slow")) as pending:
+            app.state.glassagent.stores.get("anonymous").delete("c")
         response = await pending
     assert response.status_code == 409
     assert "replaced" in error_of(response)["message"]

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,49 +12,20 @@ import httpx
 import pytest
 
 from loopback_server import LoopbackServer, openai_reply
+from process_support import uvicorn_process
 from server_support import sse_events
 
 TESTS = Path(__file__).resolve().parent
-STARTUP_SECONDS = 30
-_LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, LoopbackServer]]:
     """The launcher's base URL, and the scripted model server it talks to."""
     with LoopbackServer(openai_reply("Hello from the loopback model.")) as model:
-        process = subprocess.Popen(
-            [sys.executable, str(TESTS / "server_launcher.py"), model.url + "/v1", str(tmp_path)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            yield _wait_for_address(process), model
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - uvicorn stops on SIGTERM
-                process.kill()
-                process.wait(10)
-            assert process.stderr is not None
-            process.stderr.close()
-
-
-def _wait_for_address(process: subprocess.Popen[str]) -> str:
-    assert process.stderr is not None
-    deadline = time.monotonic() + STARTUP_SECONDS
-    seen = []
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break  # the process ended
-        seen.append(line)
-        match = _LISTENING.search(line)
-        if match:
-            return match.group(1)
-    raise AssertionError(f"the server did not start: {''.join(seen)}")
+        launcher = str(TESTS / "server_launcher.py")
+        command = [sys.executable, launcher, model.url + "/v1", str(tmp_path)]
+        with uvicorn_process(command) as (address, _):
+            yield address, model
 
 
 def test_a_served_process_streams_a_turn_and_stops(

@@ -333,21 +333,23 @@ async def test_edit_file_replaces_exactly_one_occurrence(root: Path) -> None:
     assert names(root) == ["m.py"]
 
 
-async def test_edit_file_refuses_zero_or_several_occurrences(root: Path) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("x = 1", "y", "found 3 times"),
+        ("z = 1", "y", "was not found"),
+        ("x", "x", "the same"),
+        ("", "y", "empty"),
+    ],
+    ids=["several", "none", "same", "empty"],
+)
+async def test_edit_file_refuses_zero_or_several_occurrences(
+    root: Path, old: str, new: str, expected: str
+) -> None:
     (root / "m.py").write_text("x = 1\nx = 1\nx = 1\n")
-    ws = Workspace(root)
-    several = await run_one(ws, "edit_file", path="m.py", old="x = 1", new="y")
-    assert several.is_error
-    assert "found 3 times" in several.result
-    none = await run_one(ws, "edit_file", path="m.py", old="z = 1", new="y")
-    assert none.is_error
-    assert "was not found" in none.result
-    same = await run_one(ws, "edit_file", path="m.py", old="x", new="x")
-    assert same.is_error
-    assert "the same" in same.result
-    empty = await run_one(ws, "edit_file", path="m.py", old="", new="y")
-    assert empty.is_error
-    assert "empty" in empty.result
+    outcome = await run_one(Workspace(root), "edit_file", path="m.py", old=old, new=new)
+    assert outcome.is_error
+    assert expected in outcome.result
     assert (root / "m.py").read_text() == "x = 1\nx = 1\nx = 1\n"
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Message, ToolCall
 from glassagent._core.result import ToolResult
-from glassagent._tools.execute import _call_async
+from glassagent._tools.execute import _call_async, describe_exception
 
 if TYPE_CHECKING:
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool
@@ -115,7 +115,8 @@ async def ask_approver(approver: Approver, call: ToolCall) -> Answer:
     """The approver's answer; one that raises or answers nonsense declines the call."""
     ok, value = await _ask(approver, call)
     if not ok:
-        return Answer(False, f"asking for approval failed: {_describe(value)}", failed=True)
+        reason = f"asking for approval failed: {describe_exception(value)}"
+        return Answer(False, reason, failed=True)
     answer = as_answer(value)
     if answer is None:
         reason = f"asking for approval failed: the approver answered {value!r}"
@@ -123,19 +124,11 @@ async def ask_approver(approver: Approver, call: ToolCall) -> Answer:
     return answer
 
 
-def _describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not break the run
-        text = "<unprintable>"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def policy_failed(call: ToolCall, exc: BaseException, ui_info: Any) -> ToolResult:
     """The result of a call whose approval policy raised: it did not run."""
     output = (
         f"Error: deciding whether this {call.name} call needs approval failed "
-        f"({_describe(exc)}), so nothing was done."
+        f"({describe_exception(exc)}), so nothing was done."
     )
     return ToolResult(call.id, call.name, output, True, 0.0, ui_info)
 

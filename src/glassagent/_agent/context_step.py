@@ -25,7 +25,7 @@ from glassagent._tools.context_tools import (
     as_score,
     invoke_run,
 )
-from glassagent._tools.execute import _call_async
+from glassagent._tools.execute import _call_async, describe_exception
 
 if TYPE_CHECKING:
     from glassagent._agent.config import RunConfig
@@ -112,14 +112,6 @@ def rank(
     return ranked
 
 
-def _failure(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not break the turn
-        text = "<unprintable>"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class _Batch:
     """Coroutines run concurrently; an outside cancellation cancels them all."""
 
@@ -171,7 +163,7 @@ async def _score(
             raise
         error = "relevance was cancelled from within"
     except BaseException as exc:  # nothing a tool raises may stop the loop (SystemExit)
-        error = _failure(exc)
+        error = describe_exception(exc)
     return score, error, (time.perf_counter() - started) * 1000
 
 
@@ -197,7 +189,7 @@ async def _run(
             raise
         error = "cancelled from within"
     else:  # whatever it raised, the turn goes on without it
-        output, error = (value, None) if ok else ("", _failure(value))
+        output, error = (value, None) if ok else ("", describe_exception(value))
     emit(
         ContextToolCompleteEvent,
         tool_name=tool.name,

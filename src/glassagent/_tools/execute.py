@@ -99,11 +99,22 @@ def _serialise(value: Any) -> str:
     return to_json(value, fallback=str).decode()
 
 
-def _failure(exc: BaseException, name: str) -> str:
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or ``<unprintable>`` when its ``__str__`` raises."""
     try:
-        text = str(exc)
+        return str(exc)
     except Exception:  # a broken __str__ must not break the run
-        text = "<unprintable>"
+        return "<unprintable>"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` for `exc` in one line, its type alone when it has no message."""
+    text = exception_text(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _failure(exc: BaseException, name: str) -> str:
+    text = exception_text(exc)
     if isinstance(exc, ToolError):
         return f"Error: {text}"
     return f"Error: tool {name!r} raised {type(exc).__name__}: {text}"
