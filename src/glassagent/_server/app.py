@@ -122,7 +122,7 @@ async def _chat_list(request: Request) -> Response:
         user = state.user(request)
         if state.stores is None:
             raise InvokeError("This server keeps no chats.", status=400, code="no_store")
-        ids = await asyncio.to_thread(state.stores.get(user).list)
+        ids = await state.stores.get(user).alist()
     except Exception as exc:
         return _error(exc)
     return JSONResponse({"chats": [{"chat_id": chat_id} for chat_id in ids]})
