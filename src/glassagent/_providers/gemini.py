@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextvars
 import json
 import re
-import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.attachments import AttachmentPolicy
@@ -54,7 +54,19 @@ if TYPE_CHECKING:
     import httpx
 
 ENV_KEY = "GEMINI_API_KEY"
+_Sdk = tuple[Any, Any]
+"""A google-genai client and its fast route (a `gemini_sdk.Route`, or `None`)."""
 _RETRY_DELAY = re.compile(r"^\s*([0-9.]+)s\s*$")
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One call's request: sent through google-genai's public methods, or the fast route."""
+
+    generate: Callable[[], Awaitable[Any]]
+    """Sends it to ``generateContent``: google-genai's response."""
+    generate_stream: Callable[[], Awaitable[Any]]
+    """Sends it to ``streamGenerateContent``: google-genai's chunks, the first sending it."""
 
 
 @dataclass
@@ -170,13 +182,19 @@ class GeminiClient(BaseLLMClient):
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self.__key = key
         self._base_url = config.base_url
+        self._contents = wire.RestContents()
         self._borrowed = None if http_client is None else self._sdk_client(http_client)
-        self._pools: PerLoop[tuple[httpx.AsyncClient, Any]] = PerLoop(self._own_sdk_client, _close)
+        self._pools: PerLoop[tuple[httpx.AsyncClient, _Sdk]] = PerLoop(self._own_sdk_client, _close)
 
-    def _sdk_client(self, http: httpx.AsyncClient) -> Any:
-        """A google-genai client sending through `http`, whose hooks capture each exchange."""
+    def _sdk_client(self, http: httpx.AsyncClient) -> _Sdk:
+        """A google-genai client sending through `http`, and its fast route (or `None`).
+
+        Two hooks on `http` capture each exchange (see `_on_request`).
+        """
         from google import genai
         from google.genai import types
+
+        from glassagent._providers import gemini_sdk
 
         hooks = http.event_hooks
         if _on_request not in hooks["request"]:
@@ -184,13 +202,14 @@ class GeminiClient(BaseLLMClient):
             hooks["response"].append(_on_response)
         http.event_hooks = hooks
         options = types.HttpOptions(httpx_async_client=http, base_url=self._base_url)
-        return genai.Client(api_key=self.__key, http_options=options)
+        sdk = genai.Client(api_key=self.__key, http_options=options)
+        return sdk, gemini_sdk.route(sdk)
 
-    def _own_sdk_client(self) -> tuple[httpx.AsyncClient, Any]:
+    def _own_sdk_client(self) -> tuple[httpx.AsyncClient, _Sdk]:
         http = new_http_client()
         return http, self._sdk_client(http)
 
-    async def _genai(self) -> Any:
+    async def _genai(self) -> _Sdk:
         """The google-genai client of the running loop (or the one on the borrowed client)."""
         if self._borrowed is not None:
             return self._borrowed
@@ -209,13 +228,24 @@ class GeminiClient(BaseLLMClient):
         tools: Sequence[ToolDefinition],
         system: str | None,
         settings: ModelSettings | None,
-    ) -> dict[str, Any]:
+    ) -> _Call:
+        from glassagent._providers import gemini_sdk
+
         messages = await self._attachments.prepare(messages)
-        contents, extra_system = wire.to_contents(messages)
-        config = wire.to_config(tools, system, extra_system, settings)
+        config = wire.to_config(tools, system, wire.system_texts(messages), settings)
+        sdk, fast = await self._genai()
+        converted = None if fast is None else fast.prepare(self.model, config)
+        if fast is not None and converted is not None:
+            prepared = gemini_sdk.Prepared(self._contents.contents(messages), converted)
+            return _Call(partial(fast.generate, prepared), partial(fast.generate_stream, prepared))
         if settings is not None and settings.provider_options is not None:
-            _check_config(config)
-        return {"model": self.model, "contents": contents, "config": config}
+            gemini_sdk.check_config(config)
+        request = {"model": self.model, "contents": wire.to_contents(messages)[0], "config": config}
+        models = sdk.aio.models
+        return _Call(
+            partial(models.generate_content, **request),
+            partial(models.generate_content_stream, **request),
+        )
 
     async def chat(
         self,
@@ -254,15 +284,14 @@ class GeminiClient(BaseLLMClient):
                 yield part
 
     async def _chat_once(
-        self, request: dict[str, Any], limits: CallLimits, *, deltas: bool = False
+        self, request: _Call, limits: CallLimits, *, deltas: bool = False
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``generateContent`` attempt; with `deltas`, its thinking and text as deltas."""
         exchange = _Exchange(limits)
         token = _EXCHANGE.set(exchange)
         failure: GlassAgentError | None = None
         try:
-            sdk = await self._genai()
-            response = await limits.wait(sdk.aio.models.generate_content(**request))
+            response = await limits.wait(request.generate())
             accumulator = wire.Reader()
             parts = accumulator.add(response)
             final = accumulator.response(
@@ -279,7 +308,7 @@ class GeminiClient(BaseLLMClient):
         yield final
 
     async def _stream_once(
-        self, request: dict[str, Any], limits: CallLimits
+        self, request: _Call, limits: CallLimits
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
         exchange = _Exchange(limits)
@@ -290,8 +319,7 @@ class GeminiClient(BaseLLMClient):
         try:
             token = _EXCHANGE.set(exchange)
             try:  # the request goes out with the first chunk: capture it, then stop capturing
-                sdk = await self._genai()
-                chunks = await limits.wait(sdk.aio.models.generate_content_stream(**request))
+                chunks = await limits.wait(request.generate_stream())
                 raw.append(await limits.wait(chunks.__anext__()))
             except StopAsyncIteration:
                 pass
@@ -418,30 +446,5 @@ async def _close_stream(chunks: Any, exchange: _Exchange) -> None:
         await http_response.aclose()
 
 
-async def _close(pair: tuple[httpx.AsyncClient, Any]) -> None:
+async def _close(pair: tuple[httpx.AsyncClient, _Sdk]) -> None:
     await pair[0].aclose()
-
-
-def _check_config(config: dict[str, Any]) -> None:
-    """Refuse a config google-genai cannot read, before anything is sent.
-
-    An unknown `GeminiOptions.extra_config` key, say, would otherwise surface as an answer
-    that could not be read. (Unknown enum values pass: google-genai sends them on.)
-
-    Raises:
-        ConfigurationError: Naming the provider and what google-genai said.
-    """
-    from google.genai import types
-    from pydantic import ValidationError
-
-    try:
-        with warnings.catch_warnings():  # google-genai warns again when it sends the request
-            warnings.simplefilter("ignore")
-            types.GenerateContentConfig.model_validate(config)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigurationError(
-            f"gemini cannot take these GeminiOptions: {problems[:1000]}."
-        ) from None

@@ -1,14 +1,18 @@
-"""Pure translation between neutral types and the Gemini API (google-genai's dict shapes).
+"""Pure translation between neutral types and the Gemini API.
 
-No I/O and no google-genai import: requests are built as the dicts google-genai accepts, and
-responses are read through attributes of google-genai's response objects.
+No google-genai import. Requests are built as the dicts google-genai's ``generate_content``
+accepts (`to_contents`, `to_config`), and messages also in the REST form google-genai sends
+for those dicts (`rest_content`), kept once per message by `RestContents`. Responses are read
+through attributes of google-genai's response objects (`Reader`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from glassagent._core.errors import ContentBlockedError, ProviderError, ResponseParseError
@@ -103,10 +107,9 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
-def _response_part(message: Message, calls: dict[str, ToolCall]) -> dict[str, Any]:
+def _response_part(message: Message, call: ToolCall | None) -> dict[str, Any]:
     key = "error" if message.is_error else "result"
     response: dict[str, Any] = {"name": message.name or "", "response": {key: message.content}}
-    call = calls.get(message.tool_call_id or "")
     if call is not None:
         response["name"] = call.name
         if not call.provider_metadata.get(GENERATED_ID):
@@ -114,39 +117,157 @@ def _response_part(message: Message, calls: dict[str, ToolCall]) -> dict[str, An
     return {"function_response": response}
 
 
+def _content(message: Message, call: ToolCall | None) -> dict[str, Any]:
+    """A user or assistant message as a google-genai content dict; a tool result as its part."""
+    if message.role == "tool":
+        return _response_part(message, call)
+    if message.role == "assistant":
+        return {"role": "model", "parts": _model_parts(message)}
+    return {"role": "user", "parts": _user_parts(message)}
+
+
+Convert = Callable[[Message, ToolCall | None], dict[str, Any]]
+"""Makes a message's content (a tool result's part), given the call a tool result answers."""
+
+
+def _assemble(messages: Sequence[Message], convert: Convert) -> list[dict[str, Any]]:
+    """The ``contents`` of a conversation, each message made by `convert`.
+
+    Consecutive tool results become one user turn of ``function_response`` parts, matched to
+    their calls by id; system messages and messages without parts are left out.
+    """
+    contents: list[dict[str, Any]] = []
+    calls: dict[str, ToolCall] = {}
+    results: list[dict[str, Any]] | None = None  # the parts of the current tool-result turn
+    for message in messages:
+        role = message.role
+        if role == "system":
+            continue
+        if role == "tool":
+            part = convert(message, calls.get(message.tool_call_id or ""))
+            if results is None:
+                results = []
+                contents.append({"parts": results, "role": "user"})
+            results.append(part)
+            continue
+        results = None
+        if role == "assistant":
+            calls.update((c.id, c) for c in message.tool_calls)
+        content = convert(message, None)
+        if content["parts"]:
+            contents.append(content)
+    return contents
+
+
+def system_texts(messages: Sequence[Message]) -> list[str]:
+    """The text of the system messages of a conversation (they join the system instruction)."""
+    return [m.content for m in messages if m.role == "system"]
+
+
 def to_contents(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[str]]:
     """Gemini ``contents`` for a conversation, and the text of any system messages in it.
 
-    Consecutive tool results become one user turn of ``function_response`` parts, matched to
-    their calls by id; a call id glassagent generated is never sent to Gemini.
+    These are the dicts google-genai's ``generate_content`` takes. Consecutive tool results
+    become one user turn of ``function_response`` parts, matched to their calls by id; a call
+    id glassagent generated is never sent to Gemini.
     """
-    contents: list[dict[str, Any]] = []
-    system: list[str] = []
-    calls: dict[str, ToolCall] = {}
-    previous_was_tool = False
-    for message in messages:
-        if message.role == "system":
-            system.append(message.content)
-            continue
-        if message.role == "tool":
-            part = _response_part(message, calls)
-            if previous_was_tool:
-                contents[-1]["parts"].append(part)
-            else:
-                contents.append({"role": "user", "parts": [part]})
-            previous_was_tool = True
-            continue
-        previous_was_tool = False
-        if message.role == "assistant":
-            calls.update((c.id, c) for c in message.tool_calls)
-            parts = _model_parts(message)
-            role = "model"
-        else:
-            parts = _user_parts(message)
-            role = "user"
-        if parts:
-            contents.append({"role": role, "parts": parts})
-    return contents, system
+    return _assemble(messages, _content), system_texts(messages)
+
+
+# ---- the REST form: what google-genai sends for these dicts -----------------------------
+
+
+def _rest_bytes(data: bytes) -> str:
+    """Bytes as google-genai writes them into a request body: URL-safe base64."""
+    return base64.urlsafe_b64encode(data).decode("ascii")
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _rest_part(part: dict[str, Any]) -> dict[str, Any]:
+    """One part of `_content`'s dicts as google-genai sends it (keys in its order)."""
+    rest: dict[str, Any]
+    if "text" in part:
+        rest = {"text": part["text"]}
+    elif "function_call" in part:
+        call = part["function_call"]
+        named = {"id": call["id"]} if "id" in call else {}
+        rest = {"functionCall": {**named, "args": call["args"], "name": call["name"]}}
+    elif "function_response" in part:
+        response = part["function_response"]
+        named = {"id": response["id"]} if "id" in response else {}
+        rest = {
+            "functionResponse": {
+                **named,
+                "name": response["name"],
+                "response": response["response"],
+            }
+        }
+    elif "inline_data" in part:
+        blob = part["inline_data"]
+        data = {"data": _rest_bytes(blob["data"]), "mime_type": blob["mime_type"]}
+        rest = {"inlineData": _present(data)}
+    else:
+        rest = {"fileData": _present(part["file_data"])}
+    signature = part.get("thought_signature")
+    if signature is not None:
+        rest["thoughtSignature"] = _rest_bytes(signature)
+    return rest
+
+
+def rest_content(message: Message, call: ToolCall | None) -> dict[str, Any]:
+    """`message` in the Gemini REST form google-genai would send: a content, or a part.
+
+    A user or assistant message is a whole content (``{"parts": [...], "role": ...}``); a
+    tool result is its ``functionResponse`` part, naming `call` (the call it answers).
+    """
+    content = _content(message, call)
+    if message.role == "tool":
+        return _rest_part(content)
+    return {"parts": [_rest_part(p) for p in content["parts"]], "role": content["role"]}
+
+
+def _forget(entries: dict[int, Any], key: int, ref: weakref.ref[Message]) -> None:
+    entry = entries.get(key)
+    if entry is not None and entry[0] is ref:
+        del entries[key]
+
+
+class RestContents:
+    """The REST ``contents`` of conversations, each message converted once while it lives.
+
+    An agent sends the whole conversation on every model call; this makes each call convert
+    only the messages that are new. Entries are keyed by the message object (messages are
+    frozen values) and each one goes when its message is garbage-collected. A tool result's
+    entry also names the call it answered, and is made again if that call changes. A message
+    with a local attachment (a path or bytes) is converted on every call: its file is read
+    when it is sent, as before, and its bytes are not kept.
+    """
+
+    def __init__(self) -> None:
+        """An empty cache."""
+        self._entries: dict[int, tuple[weakref.ref[Message], ToolCall | None, dict[str, Any]]] = {}
+
+    def __len__(self) -> int:
+        """The number of messages whose REST form is kept."""
+        return len(self._entries)
+
+    def contents(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """The REST ``contents`` of `messages` (see `to_contents`), converting only new ones."""
+        return _assemble(messages, self._get)
+
+    def _get(self, message: Message, call: ToolCall | None) -> dict[str, Any]:
+        key = id(message)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is message and entry[1] is call:
+            return entry[2]
+        made = rest_content(message, call)
+        if all(a.url is not None for a in message.attachments):
+            ref = weakref.ref(message, partial(_forget, self._entries, key))
+            self._entries[key] = (ref, call, made)
+        return made
 
 
 def to_config(
