@@ -70,13 +70,14 @@ async def test_a_dribbling_server_cannot_outlast_the_deadline(wire: str) -> None
         async with make(server.url) as client:
             seen: list[object] = []
             started = time.monotonic()
-            settings = ModelSettings(timeout=1.0, retry=NO_RETRY)
+            # generous: the first piece must arrive in time even on a loaded machine
+            settings = ModelSettings(timeout=3.0, retry=NO_RETRY)
             with pytest.raises(ProviderTimeoutError) as info:
                 await stream_all(client, settings, seen)
             elapsed = time.monotonic() - started
     assert info.value.kind == "deadline"
-    assert info.value.seconds == 1.0
-    assert elapsed < 5  # one piece every 0.1 s would go on for 20 s
+    assert info.value.seconds == 3.0
+    assert elapsed < 10  # one piece every 0.1 s would go on for 20 s
     assert seen  # what streamed before the deadline was passed on
 
 
