@@ -10,13 +10,16 @@ the condition that its revision is still the one the history was loaded from (``
 WHERE revision = :loaded``): of two writers, the database lets the second update only after
 the first committed, finds the revision changed, and the second is told of the conflict.
 
-SQLite runs with foreign keys on, WAL journal and a 30 s busy timeout, and with transactions
-SQLAlchemy begins itself (``BEGIN``; ``BEGIN IMMEDIATE`` for writes, so a writer waits for
-the lock up front rather than failing when it upgrades a read).
+SQLite runs with foreign keys on, WAL journal (set by ``create_schema``) and a 30 s busy
+timeout, and with transactions SQLAlchemy begins itself (``BEGIN``; ``BEGIN IMMEDIATE`` for
+writes, so a writer waits for the lock up front rather than failing when it upgrades a read).
 """
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +60,7 @@ SCHEMA_VERSION = 1
 _ID = BigInteger().with_variant(Integer(), "sqlite")  # SQLite: the rowid, autoincremented
 _LOCK = 0x6C617373_61676E74  # PostgreSQL advisory lock held while the schema is created
 _WRITE = {"glassagent_write": True}
+_BUSY_SECONDS = 30  # how long SQLite waits for another writer
 _IN_CHUNK = 500  # ids per IN (...) list
 
 metadata = MetaData()
@@ -133,12 +137,33 @@ class Database:
 
     async def create_schema(self) -> int:
         """Create the tables if missing, or migrate them; the version found before."""
+        if self.sqlite:
+            await self._use_wal()
         async with self.writer.begin() as conn:
             if not self.sqlite:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK})"))
             found = await conn.run_sync(_create_or_migrate)
         self.checked = True
         return found
+
+    async def _use_wal(self) -> None:
+        """Switch a SQLite database to the WAL journal; the file keeps the mode.
+
+        SQLite refuses the switch at once, busy timeout or not, while another connection is
+        opening the same new file, so the switch is retried for up to 30 s.
+        """
+        deadline = time.monotonic() + _BUSY_SECONDS
+        while True:
+            async with self.engine.connect() as conn:
+                raw = (await conn.get_raw_connection()).driver_connection
+                assert raw is not None  # an open connection has its driver's
+                try:
+                    await raw.execute("PRAGMA journal_mode=WAL")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+            await asyncio.sleep(0.02)
 
     async def check_schema(self) -> None:
         """Check once that the tables exist in this glassagent's version.
@@ -427,10 +452,10 @@ def schema_error(version: int | None) -> ConfigurationError:
 
 
 def _sqlite_connect(dbapi_connection: Any, record: Any) -> None:
-    """Each new SQLite connection: foreign keys, WAL, a busy timeout, our own BEGIN."""
+    """Each new SQLite connection: foreign keys, a busy timeout, our own BEGIN."""
     dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" event emits BEGIN
     cursor = dbapi_connection.cursor()
-    for pragma in ("foreign_keys=ON", "busy_timeout=30000", "journal_mode=WAL"):
+    for pragma in ("foreign_keys=ON", f"busy_timeout={_BUSY_SECONDS * 1000}"):
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
 
