@@ -5,6 +5,7 @@ it serves ``/health`` and a canned chat completion like llama.cpp's server does.
 """
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -14,11 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+import respx
 
-from glassagent import Message
+from glassagent import Message, ModelSettings
 from glassagent.errors import AuthenticationError, UserError
-from glassagent.llm import LLMResponse
+from glassagent.llm import LLMResponse, ToolDefinition
 from glassagent.local import (
     DEFAULT_MODEL,
     LocalServer,
@@ -286,3 +289,34 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: 
         time.sleep(0.05)
     assert gone(pid)
     assert logs_left(fake_xllamacpp) == []  # the orphaned server removed its own log
+
+
+async def test_a_named_tool_choice_goes_to_llama_cpp_as_that_tool_alone_required(
+    tmp_path: Path,
+) -> None:
+    # llama.cpp's server reads tool_choice as a string (auto/none/required) and quietly
+    # takes OpenAI's {"type": "function", ...} form as "auto"; the client sends what it reads.
+    schema = {"type": "object", "properties": {}}
+    tools = [ToolDefinition("add", "Add.", schema), ToolDefinition("sub", "Subtract.", schema)]
+    completion = {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ]
+    }
+    hi = [Message(role="user", content="hi")]
+    model = gguf(tmp_path, "tiny-model.gguf")
+    async with (
+        LocalServer(model, threads=1) as server,
+        server.client() as client,
+        respx.mock,
+    ):
+        route = respx.post(server.base_url + "/chat/completions")
+        route.mock(return_value=httpx.Response(200, json=completion))
+        await client.chat(hi, tools, settings=ModelSettings(tool_choice="sub"))
+        named = json.loads(route.calls[-1].request.content)
+        await client.chat(hi, tools, settings=ModelSettings(tool_choice="none"))
+        keyword = json.loads(route.calls[-1].request.content)
+    assert [t["function"]["name"] for t in named["tools"]] == ["sub"]
+    assert named["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in keyword["tools"]] == ["add", "sub"]
+    assert keyword["tool_choice"] == "none"

@@ -13,6 +13,7 @@ GlassAgentError
 │   ├── ProviderUnavailableError  408, 5xx, 529 or unreachable; retried
 │   │   └── ProviderTimeoutError  past the call's deadline or stalled (.kind, .seconds)
 │   ├── ResponseParseError        malformed body or truncated stream
+│   │   └── ToolCallFormatError   the server could not read the model's tool call; not retried
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
 ├── MCPServerError                an MCP server failed to start, list or answer (.server)
@@ -49,6 +50,7 @@ from glassagent._core.errors import (
     RunAborted,
     RunError,
     RunTimeoutError,
+    ToolCallFormatError,
     ToolError,
     UserError,
     _rebuild,  # noqa: F401 - what pickles of errors call
@@ -76,6 +78,7 @@ __all__ = [
     "RunAborted",
     "RunError",
     "RunTimeoutError",
+    "ToolCallFormatError",
     "ToolError",
     "UserError",
 ]

@@ -15,6 +15,7 @@ from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
 from glassagent._core.result import RunResult
+from glassagent._core.tool_choice import check_against as check_tool_choice
 from glassagent._tools.context import DepsT
 from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
 from glassagent._tools.tool import Tool, as_tool, check_approval_rule
@@ -109,8 +110,9 @@ class Agent(Generic[DepsT]):
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
-                is not a `Budget`, a `requires_approval` that is not a bool or callable, or
-                a `redact` that is not callable.
+                is not a `Budget`, a `requires_approval` that is not a bool or callable, a
+                `redact` that is not callable, or a ``settings.tool_choice`` naming a tool
+                the agent does not have.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -145,6 +147,7 @@ class Agent(Generic[DepsT]):
         """The hook recordings, views and exports pass event dicts through (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
+        check_tool_choice(self.settings.tool_choice, list(by_name))
         self._context_tools = _context_tools(context_tools)
         self.context_settings: ContextSettings | None = context_settings
         """How context tools are selected and placed (`None`: the defaults)."""
@@ -195,8 +198,9 @@ class Agent(Generic[DepsT]):
                 `AgentRun.deny`.
 
         Raises:
-            UserError: When both `messages` and `history` are given, or `append_to_history`
-                without a `history`.
+            UserError: When both `messages` and `history` are given, `append_to_history`
+                without a `history`, or a ``settings.tool_choice`` naming a tool the agent
+                does not have.
             AttachmentError: When the history's attachment policy refuses an attachment of
                 its thread.
         """
@@ -279,12 +283,14 @@ class Agent(Generic[DepsT]):
         settings: ModelSettings | None,
         defer_approval: bool,
     ) -> RunConfig:
+        merged = self.settings.merge(settings)
+        check_tool_choice(merged.tool_choice, list(self._tools))
         return RunConfig(
             client=self.client,
             tools=self._tools,
             definitions=self._definitions,
             system=self.system,
-            settings=self.settings.merge(settings),
+            settings=merged,
             max_iterations=self.max_iterations,
             tool_timeout=self.tool_timeout,
             run_timeout=self.run_timeout,

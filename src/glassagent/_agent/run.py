@@ -24,6 +24,7 @@ from glassagent._core.errors import (
     RunAborted,
     RunError,
     RunTimeoutError,
+    ToolCallFormatError,
     UserError,
 )
 from glassagent._core.events import (
@@ -100,6 +101,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         self._model_stop: StopReason | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
+        self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
         self._abort_reason: str | None = None
         self._result: RunResult | None = None
@@ -389,19 +391,20 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
                 self._end_budget(stop)
                 return
             response = await self._think(iteration)
-            step = decide.next_step(response)
-            if isinstance(step, decide.Finish):
-                self._emit(
-                    CompleteEvent,
-                    text=step.text,
-                    usage=self._usage,
-                    iterations=iteration,
-                    stop_reason=response.stop_reason,
-                )
-                self._end(step.text, "end_turn")
-                return
-            if not await self._act(step.calls):
-                return
+            if response is not None:  # None: the reply was unreadable, the model was told
+                step = decide.next_step(response)
+                if isinstance(step, decide.Finish):
+                    self._emit(
+                        CompleteEvent,
+                        text=step.text,
+                        usage=self._usage,
+                        iterations=iteration,
+                        stop_reason=response.stop_reason,
+                    )
+                    self._end(step.text, "end_turn")
+                    return
+                if not await self._act(step.calls):
+                    return
             if not decide.may_think_again(iteration, self._config.max_iterations):
                 limit = self._config.max_iterations
                 raise MaxIterationsExceeded(
@@ -423,11 +426,16 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         except ProviderError:
             return client.tool_protocol
 
-    async def _think(self, iteration: int) -> LLMResponse:
-        """One model call, streamed: text and thinking chunks as they arrive."""
+    async def _think(self, iteration: int) -> LLMResponse | None:
+        """One model call, streamed: text and thinking chunks as they arrive.
+
+        `None` when the server could not read the model's reply as a tool call: the model is
+        told so, with the tools that exist, and thinks again.
+        """
         self._iterations = iteration
         messages, system = self._context.apply(self._conversation, self._config.system)
         client = self._config.client
+        settings = decide.call_settings(self._config.settings, self._acted)
         protocol = await self._tool_protocol()
         self._emit(
             LLMRequestEvent,
@@ -437,28 +445,39 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             messages=messages,
             tools=self._config.definitions,
             system=system,
-            settings=self._config.settings,
+            settings=settings,
             tool_protocol=protocol,
         )
         started = time.perf_counter()
-        follow_up = iteration > 1
-        text, thinking = self._text, self._thinking
-        text.clear()
-        thinking.clear()
+        self._text.clear()
+        self._thinking.clear()
         self._streaming = True
-        response = await read_answer(
-            client,
-            (messages, self._config.definitions, system, self._config.settings),
-            emit=self._emit,
-            text=text,
-            thinking=thinking,
-            iteration=iteration,
-        )
+        try:
+            response = await read_answer(
+                client,
+                (messages, self._config.definitions, system, settings),
+                emit=self._emit,
+                text=self._text,
+                thinking=self._thinking,
+                iteration=iteration,
+            )
+        except ToolCallFormatError as exc:  # no answer: the model is told and tries again
+            self._streaming = False
+            self._observe(decide.unreadable_reply(exc), iteration, started)
+            self._conversation.append(decide.correction(self._config.definitions))
+            return None
         self._streaming = False
-        if not thinking and response.thinking:
+        self._observe(response, iteration, started)
+        self._model_stop = response.stop_reason
+        self._conversation.append(client.format_assistant_message(response))
+        return response
+
+    def _observe(self, response: LLMResponse, iteration: int, started: float) -> None:
+        """Account for an answer: the chunks not streamed, its usage and cost, its event."""
+        if not self._thinking and response.thinking:
             self._emit(ThinkingChunkEvent, text=response.thinking)
-        if not text and response.text:
-            self._emit(TextChunkEvent, text=response.text, is_follow_up=follow_up)
+        if not self._text and response.text:
+            self._emit(TextChunkEvent, text=response.text, is_follow_up=iteration > 1)
         self._usage += response.usage
         cost = self._guard.after_call(response)
         self._emit(
@@ -474,9 +493,6 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             raw_stop_reason=response.raw_stop_reason,
             cost=cost,
         )
-        self._model_stop = response.stop_reason
-        self._conversation.append(client.format_assistant_message(response))
-        return response
 
     async def _act(self, calls: tuple[ToolCall, ...], *, resumed: bool = False) -> bool:
         """Run the calls of one answer; `False` when the run ended awaiting approval."""
@@ -487,6 +503,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             reason=lambda: self._abort_reason or "cancelled",
             interrupted=self._tool_interrupted,
         )
+        self._acted = True  # a tool choice that forces a call has been honoured
         pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)
         if not pending:
             return True

@@ -190,6 +190,18 @@ class ResponseParseError(ProviderError):
     """The provider's response could not be understood (malformed body, truncated stream)."""
 
 
+class ToolCallFormatError(ResponseParseError):
+    """The server could not read the model's reply as a tool call, and sent no answer.
+
+    llama.cpp's server answers so (HTTP 500, or an error event mid-stream) when the model
+    names a tool that does not exist or breaks the tool-call format of its chat template.
+    It is not retried: the same prompt tends to fail the same way. An agent run tells the
+    model what went wrong and which tools exist and lets it try again within
+    `max_iterations` (its ``llm_response`` event has ``protocol_error`` set); a direct call
+    raises it.
+    """
+
+
 class ContentBlockedError(ProviderError):
     """The provider refused the prompt or stopped the answer (safety or similar reasons).
 

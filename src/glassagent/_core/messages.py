@@ -20,6 +20,7 @@ from glassagent._core.options import (
     check_number,
 )
 from glassagent._core.retry import RetryPolicy
+from glassagent._core.tool_choice import check_value as check_tool_choice
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
@@ -259,6 +260,13 @@ class ModelSettings:
     ends with `ProviderTimeoutError` (``kind="deadline"``). `None`: no deadline."""
     stop_sequences: tuple[str, ...] | None = None
     """Strings that end generation when produced (a list is taken as a tuple)."""
+    tool_choice: str | None = None
+    """Whether and which tools the model must call: ``"auto"`` (it decides), ``"required"``
+    (it must call one), ``"none"`` (it must not call any) or one tool's name (it must call
+    that tool). A name not among the request's tools is a `UserError`; a client that cannot
+    honour a choice exactly refuses it with `ConfigurationError`. An agent run sends
+    ``"required"`` or a name only until the model has called tools, then ``"auto"`` (see
+    "Tool choice" in the agents guide). `None`: the provider's default (``"auto"``)."""
     stall_timeout: float | None = None
     """Seconds a model call may go without receiving a byte (`None`: 300, as local models on
     a CPU can think for minutes before answering); past it `ProviderTimeoutError`
@@ -284,6 +292,7 @@ class ModelSettings:
         check_integer("ModelSettings", "max_tokens", self.max_tokens, 1)
         check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)
         self._check_stop_sequences()
+        check_tool_choice(self.tool_choice)
         options = self.provider_options
         if options is not None and not isinstance(
             options, OpenAIOptions | OllamaOptions | GeminiOptions

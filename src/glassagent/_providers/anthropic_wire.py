@@ -12,6 +12,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.errors import (
     AttachmentError,
     ConfigurationError,
@@ -179,6 +180,25 @@ def check_settings(settings: ModelSettings) -> None:
         )
 
 
+def _wire_choice(choice: str, thinking_budget: int | None) -> dict[str, Any]:
+    """A checked tool choice in the Messages API shape; forcing a call excludes thinking.
+
+    Raises:
+        ConfigurationError: For ``"required"`` or a tool's name with thinking on (Anthropic
+            takes only ``auto`` and ``none`` then).
+    """
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if thinking_budget:
+        raise tool_choice.refused(
+            PROVIDER,
+            choice,
+            "with extended thinking (ModelSettings.thinking_budget) Anthropic "
+            "takes only 'auto' and 'none'.",
+        )
+    return {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
+
+
 def request_body(
     model: str,
     messages: Sequence[Message],
@@ -206,6 +226,8 @@ def request_body(
         body["system"] = prompt
     if tools:
         body["tools"] = wire_tools(tools)
+    if (choice := tool_choice.resolve(settings, tools)) is not None:
+        body["tool_choice"] = _wire_choice(choice, budget)
     if budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     add_portable(body, settings, max_tokens=None, stop="stop_sequences")

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.messages import (
     LLMResponse,
     Message,
+    ModelSettings,
     StreamPart,
     TextDelta,
     ThinkingDelta,
@@ -44,6 +46,8 @@ never repeat a tool call you already made.
 
 Tools:"""
 
+_MUST_CALL = 'This reply must call {what}: reply with a "tool_call" object, not a "response".'
+
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -53,13 +57,36 @@ _PY_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")|\b(True|False|None)\b')
 _MAX_STARTS = 20
 
 
-def system_prompt(system: str | None, tools: Sequence[ToolDefinition]) -> str:
-    """The system prompt of a JSON-protocol request: `system`, then the protocol and tools."""
+def offered_tools(
+    tools: Sequence[ToolDefinition], settings: ModelSettings | None
+) -> tuple[ToolDefinition, ...]:
+    """The tools a JSON-protocol request lists, under ``settings.tool_choice``.
+
+    ``"none"`` lists none (the request is then a plain one), a tool's name only that tool.
+
+    Raises:
+        UserError: When the choice names a tool not among `tools`.
+    """
+    return tool_choice.offered(tool_choice.resolve(settings, tools), tools)
+
+
+def system_prompt(
+    system: str | None, tools: Sequence[ToolDefinition], choice: str | None = None
+) -> str:
+    """The system prompt of a JSON-protocol request: `system`, then the protocol and tools.
+
+    `choice` (``ModelSettings.tool_choice``) ``"required"`` or a tool's name adds that this
+    reply must be a tool call; list the tools `offered_tools` gives.
+    """
     lines = [_INSTRUCTIONS]
     for tool in tools:
         schema = json.dumps(tool.parameters, separators=(",", ":"))
         lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
         lines.append(f"  input JSON Schema: {schema}")
+    if choice == "required":
+        lines.append(_MUST_CALL.format(what="one of these tools"))
+    elif choice is not None and choice not in tool_choice.KEYWORDS:
+        lines.append(_MUST_CALL.format(what=f"the tool {choice}"))
     protocol = "\n".join(lines)
     return f"{system}\n\n{protocol}" if system else protocol
 

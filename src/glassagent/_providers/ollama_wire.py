@@ -10,6 +10,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.errors import ProviderError, ResponseParseError, UserError
 from glassagent._core.messages import (
     Attachment,
@@ -93,20 +94,46 @@ def request_body(
     if encode_history or json_mode:
         messages = json_protocol.encode_history(messages)
     if json_mode:
-        system = json_protocol.system_prompt(system, tools)
+        choice = settings.tool_choice if settings is not None else None
+        system = json_protocol.system_prompt(
+            system, json_protocol.offered_tools(tools, settings), choice
+        )
     wire = [{"role": "system", "content": system}] if system else []
     body: dict[str, Any] = {
         "model": model,
         "messages": wire + [_wire_message(m) for m in messages],
         "stream": stream,
     }
-    if tools and not json_mode:
+    if tools and not json_mode and (tools := _native_tools(tools, settings)):
         body["tools"] = wire_tools(tools)
     if json_mode:
         body["format"] = "json"
     if settings is not None:
         _add_settings(body, settings)
     return body
+
+
+def _native_tools(
+    tools: Sequence[ToolDefinition], settings: ModelSettings | None
+) -> Sequence[ToolDefinition]:
+    """The tools sent natively under ``settings.tool_choice``: ``"none"`` sends none.
+
+    Raises:
+        ConfigurationError: For ``"required"`` or a tool's name: Ollama's chat API has no
+            tool choice, so nothing can make the model call a tool.
+    """
+    choice = tool_choice.resolve(settings, tools)
+    if choice == "none":
+        return ()
+    if choice not in (None, "auto"):
+        raise tool_choice.refused(
+            PROVIDER,
+            choice,
+            "Ollama's chat API has no tool choice, so it can only offer tools ('auto') or "
+            "send none ('none'). Models served with the JSON tool protocol "
+            "(OllamaClient(tool_protocol='json')) honour every choice.",
+        )
+    return tools
 
 
 def _add_settings(body: dict[str, Any], settings: ModelSettings) -> None:

@@ -70,6 +70,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             unknown tool protocol.
     """
 
+    _named_tool_choice = True
+    """Whether the server takes a tool choice naming one tool (llama.cpp's does not)."""
+
     def __init__(
         self,
         model: str,
@@ -121,6 +124,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             http_client=http_client,
             secret=key or None,
             start_hint=wire.START_HINT,
+            status_hook=wire.status_hook(self.provider_name, key or None),
         )
 
     def get_masked_api_key(self) -> str:
@@ -154,7 +158,12 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings,
             json_tools=json_tools,
             stream=stream,
+            named_choice=self._named_tool_choice,
         )
+
+    def _json_mode(self, tools: Sequence[ToolDefinition], settings: ModelSettings | None) -> bool:
+        """Whether the reply is read by the JSON tool protocol (it offers tools)."""
+        return self.tool_protocol == "json" and bool(json_protocol.offered_tools(tools, settings))
 
     def _finish(
         self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool
@@ -182,7 +191,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings: Temperature, max tokens, stop sequences, time and size limits, retries.
         """
         messages = await self._attachments.prepare(messages)
-        json_mode = self.tool_protocol == "json" and bool(tools)
+        json_mode = self._json_mode(tools, settings)
         body = self._body(messages, tools, system, settings, stream=False)
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
@@ -220,7 +229,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             ResponseParseError: For a malformed chunk or a stream that ends before the answer.
         """
         messages = await self._attachments.prepare(messages)
-        json_mode = self.tool_protocol == "json" and bool(tools)
+        json_mode = self._json_mode(tools, settings)
         body = self._body(messages, tools, system, settings, stream=True)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
