@@ -159,3 +159,28 @@ async def test_a_server_killed_mid_request_is_unavailable_not_a_hang() -> None:
 
         with pytest.raises(ProviderUnavailableError):
             await asyncio.wait_for(consume(), 60)
+
+
+async def test_a_call_of_a_tool_that_does_not_exist_is_corrected_not_an_outage(
+    server: LocalServer,
+) -> None:
+    # Told to use a "multiply" tool it is not offered, the model writes a call llama.cpp's
+    # parser cannot read; the server sends an error instead of an answer.
+    async with server.client() as client:
+        agent = Agent(
+            client,
+            [add],
+            system="Always call the multiply tool to multiply. Reply only with a tool call.",
+            max_iterations=2,
+            settings=ModelSettings(temperature=0, max_tokens=80),
+        )
+        events = [e async for e in agent.run("What is 6 times 7? Use the multiply tool.")]
+    responses = [e for e in events if e.type == "llm_response"]
+    assert responses[0].protocol_error is not None, [e.to_dict() for e in responses]
+    assert "does not match the expected" in responses[0].protocol_error
+    requests = [e for e in events if e.type == "llm_request"]
+    assert len(requests) == 2
+    assert "The tools that exist are: add." in requests[1].messages[-1].content
+    assert not [e for e in events if e.type == "llm_retry"]
+    last = events[-1]
+    assert last.type == "complete" or last.error_type == "MaxIterationsExceeded"

@@ -1,6 +1,7 @@
 """`ModelSettings.tool_choice` on every wire, in the JSON tool protocol and in agent runs."""
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ from glassagent.llm import (
     ToolCall,
     ToolDefinition,
 )
+from glassagent.profiles import profile_file_name, reload_profiles
 from glassagent.testing import FunctionClient, ScriptedClient
 
 HI = (Message(role="user", content="Hi"),)
@@ -476,3 +478,63 @@ async def test_a_model_that_never_corrects_itself_ends_at_max_iterations() -> No
     errors = [e.protocol_error for e in result.events if e.type == "llm_response"]
     assert len(errors) == 2
     assert all("server could not read the reply" in e for e in errors)
+
+
+# ---- the agent's JSON tool protocol, for a model without function calling ---------------
+
+
+@tool
+def shout(text: str) -> str:
+    """Repeat the text, louder.
+
+    Args:
+        text: What to repeat.
+    """
+    return text.upper()
+
+
+async def test_a_model_without_function_calling_gets_the_choice_in_its_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(tmp_path))
+    profile = {
+        "basic_info": {"id": "acme-text", "name": "acme-text", "provider": "acme"},
+        "capabilities": {"context_length": 8192},
+        "features": {
+            "supports_function_calling": False,
+            "supports_streaming": True,
+            "is_multimodal": False,
+            "input_modalities": ["text"],
+            "supports_reasoning": False,
+        },
+    }
+    (tmp_path / profile_file_name("acme-text")).write_text(json.dumps(profile))
+    reload_profiles()
+    try:
+        client = ScriptedClient(
+            [
+                '{"tool_call": {"name": "shout", "input": {"text": "hi"}}}',
+                '{"response": "HI"}',
+            ],
+            model="acme-text",
+        )
+        run = Agent(client, [add, shout], settings=choice("shout")).run("Shout hi.")
+        events = [e async for e in run]
+    finally:
+        reload_profiles()
+    assert events[-1].type == "complete"
+    requests = [e for e in events if isinstance(e, LLMRequestEvent)]
+    assert [(r.tool_protocol, r.settings.tool_choice) for r in requests] == [
+        ("json", "shout"),
+        ("json", "auto"),
+    ]
+    first, second = client.requests
+    assert (first.tools, second.tools) == ((), ())
+    assert [r.settings.tool_choice for r in client.requests] == [None, None]  # type: ignore[union-attr]
+    assert first.system is not None
+    assert "- shout:" in first.system
+    assert "- add:" not in first.system
+    assert "This reply must call the tool shout" in first.system
+    assert second.system is not None
+    assert "- add:" in second.system
+    assert "must call" not in second.system

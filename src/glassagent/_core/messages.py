@@ -263,10 +263,11 @@ class ModelSettings:
     tool_choice: str | None = None
     """Whether and which tools the model must call: ``"auto"`` (it decides), ``"required"``
     (it must call one), ``"none"`` (it must not call any) or one tool's name (it must call
-    that tool). A name not among the request's tools is a `UserError`; a client that cannot
-    honour a choice exactly refuses it with `ConfigurationError`. An agent run sends
-    ``"required"`` or a name only until the model has called tools, then ``"auto"`` (see
-    "Tool choice" in the agents guide). `None`: the provider's default (``"auto"``)."""
+    that tool; the three words win over tools of those names). A name not among the
+    request's tools is a `UserError`; a client that cannot honour a choice exactly refuses
+    it with `ConfigurationError`. An agent run sends ``"required"`` or a name only until
+    tools have run, then ``"auto"`` (see "Tool choice" in the clients guide). `None`: the
+    provider's default (``"auto"``)."""
     stall_timeout: float | None = None
     """Seconds a model call may go without receiving a byte (`None`: 300, as local models on
     a CPU can think for minutes before answering); past it `ProviderTimeoutError`
