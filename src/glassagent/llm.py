@@ -30,6 +30,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
     Usage,
+    WireRecord,
 )
 from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
 from glassagent._core.retry import RetryPolicy
@@ -68,6 +69,7 @@ __all__ = [
     "ToolDefinition",
     "ToolProtocol",
     "Usage",
+    "WireRecord",
     "create_llm_client",
     "register_provider",
 ]

@@ -473,6 +473,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             protocol_error=response.protocol_error,
             raw_stop_reason=response.raw_stop_reason,
             cost=cost,
+            wire=response.wire,
         )
         self._model_stop = response.stop_reason
         self._conversation.append(client.format_assistant_message(response))
