@@ -5,6 +5,7 @@ it serves ``/health`` and a canned chat completion like llama.cpp's server does.
 """
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -286,3 +287,20 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: 
         time.sleep(0.05)
     assert gone(pid)
     assert logs_left(fake_xllamacpp) == []  # the orphaned server removed its own log
+
+
+async def test_a_local_client_records_the_wire_without_the_servers_key(tmp_path: Path) -> None:
+    from glassagent import Agent
+    from glassagent.events import LLMResponseEvent
+
+    async with LocalServer(gguf(tmp_path, "m.gguf")) as server:
+        async with server.client(record_wire=True) as client:
+            result = await Agent(client).run("hi")
+        key = server.api_key
+    event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
+    assert event.wire is not None and event.wire.streamed
+    assert event.wire.request["messages"] == [{"role": "user", "content": "hi"}]
+    assert event.wire.response  # the streamed chunks
+    recorded = json.dumps([e.to_dict() for e in result.events])
+    assert key not in recorded
+    assert "Authorization" not in recorded
