@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from glassagent import Message
+from glassagent import Agent, Message
 from glassagent.errors import AuthenticationError, UserError
+from glassagent.events import LLMResponseEvent
 from glassagent.llm import LLMResponse
 from glassagent.local import (
     DEFAULT_MODEL,
@@ -290,15 +291,13 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: 
 
 
 async def test_a_local_client_records_the_wire_without_the_servers_key(tmp_path: Path) -> None:
-    from glassagent import Agent
-    from glassagent.events import LLMResponseEvent
-
     async with LocalServer(gguf(tmp_path, "m.gguf")) as server:
         async with server.client(record_wire=True) as client:
             result = await Agent(client).run("hi")
         key = server.api_key
     event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
-    assert event.wire is not None and event.wire.streamed
+    assert event.wire is not None
+    assert event.wire.streamed
     assert event.wire.request["messages"] == [{"role": "user", "content": "hi"}]
     assert event.wire.response  # the streamed chunks
     recorded = json.dumps([e.to_dict() for e in result.events])

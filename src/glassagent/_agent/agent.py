@@ -20,6 +20,7 @@ from glassagent._tools.context_tools import ContextSettings, ContextTool, check_
 from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
+    from glassagent._agent.hook import OnEvent
     from glassagent._history.tree import History
     from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
@@ -55,6 +56,7 @@ class Agent(Generic[DepsT]):
         "client",
         "context_settings",
         "max_iterations",
+        "on_event",
         "redact",
         "requires_approval",
         "run_timeout",
@@ -78,6 +80,7 @@ class Agent(Generic[DepsT]):
         budget: Budget | None = None,
         requires_approval: bool | ApprovalPolicy = False,
         redact: Redact | None = None,
+        on_event: OnEvent | None = None,
     ) -> None:
         """Create an agent.
 
@@ -106,11 +109,19 @@ class Agent(Generic[DepsT]):
             redact: A hook every event dict passes through before it is recorded
                 (``save_events``), shown (the notebook view) or exported; the events the
                 program sees are not changed (`glassagent.events.Redact`, e.g. a `Redactor`).
+            on_event: A function given each event of every run of the agent as the run
+                emits it: also of runs nobody iterates (``await agent.run(...)``,
+                `run_sync`, the runs of the invoke server), e.g. to trace them
+                (`glassagent.otel.EventTracer`) or record them. A plain function is called
+                at once; an ``async`` one is awaited in event order, and the run ends only
+                after it has seen the last event. When it raises, the failure is logged on
+                the ``glassagent`` logger and the run goes on unchanged. It gets the event
+                itself, not passed through `redact`.
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
                 is not a `Budget`, a `requires_approval` that is not a bool or callable, or
-                a `redact` that is not callable.
+                a `redact` or `on_event` that is not callable.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -122,8 +133,9 @@ class Agent(Generic[DepsT]):
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
-        if redact is not None and not callable(redact):
-            raise UserError(f"`redact` must be callable, got {type(redact).__name__}.")
+        for name, hook in (("redact", redact), ("on_event", on_event)):
+            if hook is not None and not callable(hook):
+                raise UserError(f"`{name}` must be callable, got {type(hook).__name__}.")
         by_name = _tools_by_name(tools)
         self.client: BaseLLMClient = client
         """The model backend."""
@@ -143,6 +155,8 @@ class Agent(Generic[DepsT]):
         """Which calls need approval, besides those whose tool requires it."""
         self.redact: Redact | None = redact
         """The hook recordings, views and exports pass event dicts through (`None`: none)."""
+        self.on_event: OnEvent | None = on_event
+        """The hook given each event of every run as it is emitted (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         self._context_tools = _context_tools(context_tools)
@@ -297,6 +311,7 @@ class Agent(Generic[DepsT]):
             requires_approval=self.requires_approval,
             defer_approval=defer_approval,
             redact=self.redact,
+            on_event=self.on_event,
         )
 
     def run_sync(
