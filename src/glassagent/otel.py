@@ -17,6 +17,6 @@ from glassagent._otel.hook import EventTracer
 from glassagent._otel.traced import INSTRUMENTATION, TracedRun, traced
 from glassagent._public import publish
 
-__all__ = ["EventTracer", "INSTRUMENTATION", "TracedRun", "traced"]
+__all__ = ["EventTracer", "INSTRUMENTATION", "TracedRun", "traced"]  # noqa: RUF022 (plain sort)
 
 publish(__name__, globals(), ["EventTracer", "TracedRun", "traced"])
