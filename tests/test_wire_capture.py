@@ -27,6 +27,7 @@ from glassagent.llm import (
     WireRecord,
     create_llm_client,
 )
+from glassagent.testing import ReplayClient
 
 HI = [Message(role="user", content="hi")]
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -344,3 +345,16 @@ async def test_a_custom_backend_can_record_its_own_bodies() -> None:
         "response": {"a": "ok"},
         "streamed": False,
     }
+
+
+@respx.mock
+async def test_a_recording_with_wire_bodies_replays_to_the_same_events(tmp_path: Path) -> None:
+    wire = WIRES[0]
+    mock(wire, streamed=True)
+    async with wire.make(record_wire=True, retry=NO_RETRY) as client:
+        await Agent(client).run("hi").save_events(tmp_path / "run.jsonl")
+    replay = ReplayClient.from_events(tmp_path / "run.jsonl")
+    result = await Agent(replay).run("hi")
+    replay.check(result)
+    event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
+    assert event.wire is not None
