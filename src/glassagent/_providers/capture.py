@@ -25,18 +25,33 @@ if TYPE_CHECKING:
 
 
 def masked(value: Any, secret: str | None) -> Any:
-    """A copy of the JSON value `value` with `secret` masked in every string (keys too)."""
+    """The JSON value `value` with `secret` masked in every string (keys too).
+
+    A value that does not hold the secret is returned as it is (one ``json.dumps`` tells);
+    otherwise a masked copy.
+    """
     if not secret:
         return value
+    if '"' not in secret and "\\" not in secret:  # as written in JSON text: a plain search
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and secret.strip() not in text:
+            return value
+    return _masked(value, secret)
+
+
+def _masked(value: Any, secret: str) -> Any:
     if isinstance(value, str):
         return redact(value, secret)
     if isinstance(value, dict):
         return {
-            (redact(k, secret) if isinstance(k, str) else k): masked(v, secret)
+            (redact(k, secret) if isinstance(k, str) else k): _masked(v, secret)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [masked(v, secret) for v in value]
+        return [_masked(v, secret) for v in value]
     return value
 
 
