@@ -18,9 +18,11 @@ from glassagent.llm import (
     AnthropicClient,
     BaseLLMClient,
     GeminiClient,
+    GeminiOptions,
     LlamaClient,
     LLMResponse,
     Message,
+    ModelSettings,
     OllamaClient,
     OpenAICompatibleClient,
     RetryPolicy,
@@ -358,3 +360,23 @@ async def test_a_recording_with_wire_bodies_replays_to_the_same_events(tmp_path:
     replay.check(result)
     event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
     assert event.wire is not None
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@respx.mock
+async def test_gemini_records_the_bodies_on_google_genais_public_route_too(
+    streaming: bool,
+) -> None:
+    wire = WIRES[-1]
+    route, body = mock(wire, streamed=streaming)
+    # per-call HTTP options: the call goes through google-genai's public generate_content
+    options = GeminiOptions(extra_config={"http_options": {"headers": {"x-glass": "yes"}}})
+    client = GeminiClient(api_key=GEMINI_KEY, streaming=streaming, record_wire=True)
+    async with client:
+        agent = Agent(client, settings=ModelSettings(provider_options=options))
+        result = await agent.run("hi")
+    assert route.calls[-1].request.headers["x-glass"] == "yes"
+    event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
+    assert event.wire == WireRecord(
+        request=sent(route), response=expected(body, GEMINI_KEY), streamed=streaming
+    )
