@@ -9,7 +9,8 @@ Gemini on google-genai), `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, L
 `create_llm_client` makes one by provider name, including providers that other packages add
 through the ``glassagent.providers`` entry-point group or `register_provider`. Each takes an
 `AttachmentPolicy`, which says which local files attachments may read and whether remote
-ones are passed on or downloaded.
+ones are passed on or downloaded, and ``record_wire=True`` to attach each call's bodies to its
+answer (`WireRecord`), so ``llm_response`` events and recordings keep them.
 """
 
 from glassagent._core.attachments import AttachmentPolicy
