@@ -19,8 +19,9 @@ import httpx
 import pytest
 import respx
 
-from glassagent import Message, ModelSettings
+from glassagent import Agent, Message, ModelSettings
 from glassagent.errors import AuthenticationError, UserError
+from glassagent.events import LLMResponseEvent
 from glassagent.llm import LLMResponse, ToolDefinition
 from glassagent.local import (
     DEFAULT_MODEL,
@@ -320,3 +321,18 @@ async def test_a_named_tool_choice_goes_to_llama_cpp_as_that_tool_alone_required
     assert named["tool_choice"] == "required"
     assert [t["function"]["name"] for t in keyword["tools"]] == ["add", "sub"]
     assert keyword["tool_choice"] == "none"
+
+
+async def test_a_local_client_records_the_wire_without_the_servers_key(tmp_path: Path) -> None:
+    async with LocalServer(gguf(tmp_path, "m.gguf")) as server:
+        async with server.client(record_wire=True) as client:
+            result = await Agent(client).run("hi")
+        key = server.api_key
+    event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
+    assert event.wire is not None
+    assert event.wire.streamed
+    assert event.wire.request["messages"] == [{"role": "user", "content": "hi"}]
+    assert event.wire.response  # the streamed chunks
+    recorded = json.dumps([e.to_dict() for e in result.events])
+    assert key not in recorded
+    assert "Authorization" not in recorded

@@ -21,6 +21,7 @@ from glassagent._tools.context_tools import ContextSettings, ContextTool, check_
 from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
+    from glassagent._agent.hook import OnEvent
     from glassagent._history.tree import History
     from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
@@ -56,6 +57,7 @@ class Agent(Generic[DepsT]):
         "client",
         "context_settings",
         "max_iterations",
+        "on_event",
         "redact",
         "requires_approval",
         "run_timeout",
@@ -79,6 +81,7 @@ class Agent(Generic[DepsT]):
         budget: Budget | None = None,
         requires_approval: bool | ApprovalPolicy = False,
         redact: Redact | None = None,
+        on_event: OnEvent | None = None,
     ) -> None:
         """Create an agent.
 
@@ -107,12 +110,20 @@ class Agent(Generic[DepsT]):
             redact: A hook every event dict passes through before it is recorded
                 (``save_events``), shown (the notebook view) or exported; the events the
                 program sees are not changed (`glassagent.events.Redact`, e.g. a `Redactor`).
+            on_event: A function given each event of every run of the agent as the run
+                emits it: also of runs nobody iterates (``await agent.run(...)``,
+                `run_sync`, the runs of the invoke server), e.g. to trace them
+                (`glassagent.otel.EventTracer`) or record them. A plain function is called
+                at once; an ``async`` one is awaited in event order, and the run ends only
+                after it has seen the last event. When it raises, the failure is logged on
+                the ``glassagent`` logger and the run goes on unchanged. It gets the event
+                itself, not passed through `redact`.
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
                 is not a `Budget`, a `requires_approval` that is not a bool or callable, a
-                `redact` that is not callable, or a ``settings.tool_choice`` naming a tool
-                the agent does not have.
+                `redact` or `on_event` that is not callable, or a ``settings.tool_choice``
+                naming a tool the agent does not have.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -124,8 +135,9 @@ class Agent(Generic[DepsT]):
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
-        if redact is not None and not callable(redact):
-            raise UserError(f"`redact` must be callable, got {type(redact).__name__}.")
+        for name, hook in (("redact", redact), ("on_event", on_event)):
+            if hook is not None and not callable(hook):
+                raise UserError(f"`{name}` must be callable, got {type(hook).__name__}.")
         by_name = _tools_by_name(tools)
         self.client: BaseLLMClient = client
         """The model backend."""
@@ -145,6 +157,8 @@ class Agent(Generic[DepsT]):
         """Which calls need approval, besides those whose tool requires it."""
         self.redact: Redact | None = redact
         """The hook recordings, views and exports pass event dicts through (`None`: none)."""
+        self.on_event: OnEvent | None = on_event
+        """The hook given each event of every run as it is emitted (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         check_tool_choice(self.settings.tool_choice, list(by_name))
@@ -303,6 +317,7 @@ class Agent(Generic[DepsT]):
             requires_approval=self.requires_approval,
             defer_approval=defer_approval,
             redact=self.redact,
+            on_event=self.on_event,
         )
 
     def run_sync(

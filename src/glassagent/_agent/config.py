@@ -10,6 +10,7 @@ from glassagent._core.errors import HistoryAppendError
 
 if TYPE_CHECKING:
     from glassagent._agent.budget import Budget
+    from glassagent._agent.hook import OnEvent
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
@@ -48,6 +49,8 @@ class RunConfig:
     """End the run ``awaiting_approval`` rather than wait for calls without an approver."""
     redact: Redact | None = None
     """The hook recordings, views and exports of the run pass its events through."""
+    on_event: OnEvent | None = None
+    """The hook given each event of the run as it is emitted (`None`: none)."""
 
 
 def append_turn(config: RunConfig, result: RunResult) -> None:

@@ -110,6 +110,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         self._coroutine: Coroutine[Any, Any, RunResult] | None = None
         self._claimed = False  # awaited, iterated, scheduled, aborted or closed
         self._guard = RunGuard()  # the model's profile and the budget
+        self._attach_hook()  # the agent's on_event hook, if any
 
     # ---- public face -------------------------------------------------------------------
 
@@ -333,7 +334,10 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         finally:
             if timer is not None:
                 timer.cancel()
-            self._announce_end()
+            try:
+                await self._hook_caught_up()
+            finally:
+                self._announce_end()
 
     def _start_timer(self) -> asyncio.TimerHandle | None:
         """End the run with `RunTimeoutError` once `run_timeout` has passed."""
@@ -492,6 +496,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             protocol_error=response.protocol_error,
             raw_stop_reason=response.raw_stop_reason,
             cost=cost,
+            wire=response.wire,
         )
 
     async def _act(self, calls: tuple[ToolCall, ...], *, resumed: bool = False) -> bool:

@@ -20,6 +20,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
     Usage,
+    WireRecord,
 )
 from glassagent._core.result import NOT_RECORDED, BudgetLimit
 from glassagent._profiles.cost import Cost
@@ -412,6 +413,17 @@ class LLMResponseEvent(BaseEvent):
     cost: Cost = NOT_RECORDED
     """What this call cost, priced from `usage` by the model's profile (or genai-prices);
     unpriced (``amount=None``) with the reason when it cannot be priced."""
+    wire: WireRecord | None = None
+    """The call's request and response bodies as they crossed the wire, key masked, when the
+    client records them (``record_wire=True``); `None` otherwise, and then left out of
+    `to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the standard event dict; ``wire`` only when the bodies were recorded."""
+        data = super().to_dict()
+        if self.wire is None:
+            del data["wire"]
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)

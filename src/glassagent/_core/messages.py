@@ -369,6 +369,27 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class WireRecord:
+    """The bodies of one model call as they crossed the wire, kept for recordings.
+
+    A client made with ``record_wire=True`` attaches one to each answer
+    (`LLMResponse.wire`); the agent copies it into the ``llm_response`` event, so
+    `save_events` keeps it. Bodies only: no headers, so no ``Authorization`` or key
+    header; a key the server echoes inside a body is masked (e.g. ``sk-p...x9Qk``).
+    """
+
+    request: Any
+    """The JSON body sent, as a JSON value (the attempt that answered, when a call was
+    retried)."""
+    response: Any
+    """The JSON body received. For a streamed call, the list of its chunks' JSON payloads in
+    the order they came: each SSE ``data:`` payload (OpenAI's closing ``[DONE]`` marker left
+    out, Anthropic's ``ping`` kept) or each NDJSON line (Ollama)."""
+    streamed: bool = False
+    """Whether the answer came as a stream of chunks."""
+
+
+@dataclass(frozen=True)
 class LLMResponse:
     """One complete answer of a model: text, tool calls, reasoning and usage."""
 
@@ -398,6 +419,9 @@ class LLMResponse:
     raw_stop_reason: str | None = None
     """The provider's own finish reason, as sent (e.g. ``length``, ``MAX_TOKENS``,
     ``MODEL_ARMOR``); `None` when it sent none. `stop_reason` is its neutral reading."""
+    wire: WireRecord | None = field(default=None, repr=False, compare=False)
+    """The call's wire bodies, key masked, when the client records them (``record_wire=True``);
+    `None` otherwise. The agent puts it into the ``llm_response`` event."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool_calls, tuple):
@@ -463,4 +487,5 @@ __all__ = [
     "ToolDefinition",
     "ToolProtocol",
     "Usage",
+    "WireRecord",
 ]

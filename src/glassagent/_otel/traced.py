@@ -185,7 +185,9 @@ def traced(
             personal data; left out by default.
         redact: Applied to each standard event dict before anything of it is exported (its
             error message; its content, with `capture_content`); what it returns is
-            exported. When it raises, that event's content is left out.
+            exported. When it raises, that event's content is left out. `None`: the
+            agent's own hook (``Agent(redact=...)``), so what a recording hides is not
+            exported either; pass ``lambda event: event`` to export it unredacted.
         agent_name: The agent's name: ``gen_ai.agent.name`` and the run span's name
             ``invoke_agent {agent_name}``.
 
@@ -203,5 +205,7 @@ def traced(
     if problem is not None:
         run.close()  # it would otherwise warn that it never ran
         raise UserError(problem)
+    if redact is None:
+        redact = run._config.redact  # the agent's hook
     tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
     return TracedRun(run, tracer, Options(bool(capture_content), redact, agent_name))

@@ -18,7 +18,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import anthropic_wire as wire
-from glassagent._providers import shapes
+from glassagent._providers import capture, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import ANTHROPIC_API_BASE, resolve
@@ -54,6 +54,9 @@ class AnthropicClient(BaseLLMClient):
         attachment_policy: Which local files attachments may read and whether remote ones are
             passed on or downloaded; `AttachmentPolicy()` when not given. Remote images and
             PDFs go by URL; other remote files need downloads allowed.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: When Anthropic's own URL is used without an API key.
@@ -70,6 +73,7 @@ class AnthropicClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         config = resolve(wire.PROVIDER, api_key=api_key, base_url=base_url)
         base = config.base_url or ANTHROPIC_API_BASE
@@ -81,6 +85,8 @@ class AnthropicClient(BaseLLMClient):
         self.model = model
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._secret = key or None
         self._attachments = AttachmentGate(attachment_policy, wire.PROVIDER, wire.takes_by_url)
         headers = {"anthropic-version": wire.API_VERSION}
@@ -115,7 +121,10 @@ class AnthropicClient(BaseLLMClient):
         response = reader.builder.build(
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
-        return shapes.check_blocked(response, wire.PROVIDER)
+        response = shapes.check_blocked(response, wire.PROVIDER)
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
+        return response
 
     async def chat(
         self,

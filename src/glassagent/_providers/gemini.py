@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
+from glassagent._providers import capture
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import (
@@ -74,8 +75,11 @@ class _Exchange:
     """One attempt's httpx requests and responses (captured by client hooks), and its limits."""
 
     limits: CallLimits
+    record: bool = False
+    """Whether the bodies received are kept (``record_wire``), in `received`."""
     requests: list[httpx.Request] = field(default_factory=list)
     responses: list[httpx.Response] = field(default_factory=list)
+    received: list[list[bytes]] = field(default_factory=list)
 
     def body(self) -> Any:
         if not self.requests:
@@ -103,6 +107,9 @@ async def _on_response(response: httpx.Response) -> None:
     if exchange is not None:
         exchange.limits.guard(response)  # before google-genai reads the body
         exchange.responses.append(response)
+        if exchange.record:
+            exchange.received.append([])
+            capture.tee(response, exchange.received[-1])
 
 
 def _retry_delay(details: Any) -> float | None:
@@ -141,6 +148,7 @@ class GeminiClient(BaseLLMClient):
         streaming: bool = True,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         """Create a Gemini client.
 
@@ -158,6 +166,10 @@ class GeminiClient(BaseLLMClient):
             attachment_policy: Which local files attachments may read, and whether remote ones
                 are passed on (as ``file_data`` parts Gemini fetches) or downloaded;
                 `AttachmentPolicy()` when not given.
+            record_wire: Attach each call's request and response bodies to its answer
+                (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them:
+                the JSON body google-genai sent and the one Gemini sent back (a stream's SSE
+                payloads), the key masked in them (see `WireRecord`).
 
         Raises:
             ConfigurationError: When no key is given or set, or the extra is not installed.
@@ -180,6 +192,8 @@ class GeminiClient(BaseLLMClient):
         """Whether `stream` uses the streaming endpoint."""
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self.__key = key
         self._base_url = config.base_url
         self._contents = wire.RestContents()
@@ -287,7 +301,7 @@ class GeminiClient(BaseLLMClient):
         self, request: _Call, limits: CallLimits, *, deltas: bool = False
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``generateContent`` attempt; with `deltas`, its thinking and text as deltas."""
-        exchange = _Exchange(limits)
+        exchange = _Exchange(limits, self.record_wire)
         token = _EXCHANGE.set(exchange)
         failure: GlassAgentError | None = None
         try:
@@ -297,6 +311,7 @@ class GeminiClient(BaseLLMClient):
             final = accumulator.response(
                 raw_response=response, raw_request=exchange.body(), streamed=False
             )
+            final = await self._with_wire(final, exchange, streamed=False)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -311,7 +326,7 @@ class GeminiClient(BaseLLMClient):
         self, request: _Call, limits: CallLimits
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
-        exchange = _Exchange(limits)
+        exchange = _Exchange(limits, self.record_wire)
         chunks: Any = None
         accumulator = wire.Reader()
         raw: list[Any] = []
@@ -336,6 +351,7 @@ class GeminiClient(BaseLLMClient):
             response = accumulator.response(
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
+            response = await self._with_wire(response, exchange, streamed=True)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -343,6 +359,20 @@ class GeminiClient(BaseLLMClient):
         if failure is not None:
             raise failure  # outside the handler: the original is not chained as context
         yield response
+
+    async def _with_wire(
+        self, response: LLMResponse, exchange: _Exchange, *, streamed: bool
+    ) -> LLMResponse:
+        """`response` with its `WireRecord` when the exchange was recorded.
+
+        That is the last request google-genai sent and the body of the last response.
+        """
+        if not exchange.record:
+            return response
+        received = b"".join(exchange.received[-1]) if exchange.received else b""
+        body = await capture.read_body(received, streamed=streamed)
+        record = capture.record(exchange.body(), body, secret=self.__key, streamed=streamed)
+        return replace(response, wire=record)
 
     def _error(self, exc: Exception, exchange: _Exchange) -> GlassAgentError:
         """The typed error for anything google-genai or httpx raised; never shows the key.

@@ -23,7 +23,7 @@ from glassagent._core.messages import (
     ToolProtocol,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol, shapes
+from glassagent._providers import capture, json_protocol, shapes
 from glassagent._providers import ollama_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
@@ -68,6 +68,9 @@ class OllamaClient(BaseLLMClient):
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded (Ollama takes no URLs: without downloads they are refused);
             `AttachmentPolicy()` when not given.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: For an unknown tool protocol.
@@ -86,6 +89,7 @@ class OllamaClient(BaseLLMClient):
         tool_protocol: ToolProtocol = "auto",
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
@@ -94,6 +98,8 @@ class OllamaClient(BaseLLMClient):
         self.model = model
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
         self._capabilities: dict[str, ToolProtocol] = {}
@@ -203,6 +209,8 @@ class OllamaClient(BaseLLMClient):
         response = reader.builder.build(
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
         return json_protocol.read_response(response) if json_mode else response
 
     async def chat(
@@ -315,6 +323,7 @@ class LlamaClient(OllamaClient):
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
         retry: How failed calls are retried, as for `OllamaClient`.
+        record_wire: Attach each call's wire bodies to its answer, as for `OllamaClient`.
     """
 
     provider_name = "ollama"
@@ -329,6 +338,7 @@ class LlamaClient(OllamaClient):
         http_client: httpx.AsyncClient | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         retry: RetryPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         super().__init__(
             model,
@@ -338,4 +348,5 @@ class LlamaClient(OllamaClient):
             tool_protocol="json",
             attachment_policy=attachment_policy,
             retry=retry,
+            record_wire=record_wire,
         )

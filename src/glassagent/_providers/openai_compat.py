@@ -19,7 +19,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol, shapes
+from glassagent._providers import capture, json_protocol, shapes
 from glassagent._providers import openai_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import parse_arguments
@@ -64,6 +64,9 @@ class OpenAICompatibleClient(BaseLLMClient):
         attachment_policy: Which local files attachments may read and whether remote ones are
             passed on or downloaded; `AttachmentPolicy()` when not given. Remote images go as
             ``image_url`` URLs; other remote files need downloads allowed.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, or for an
@@ -85,6 +88,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         tool_protocol: Literal["native", "json"] = "native",
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -109,6 +113,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.tool_protocol = tool_protocol
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._secret = key or None
         self._path = wire.PATH
         if config.api_version:
@@ -172,6 +178,8 @@ class OpenAICompatibleClient(BaseLLMClient):
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
         response = shapes.check_blocked(response, self.provider_name)
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
         return json_protocol.read_response(response) if json_mode else response
 
     async def chat(

@@ -109,6 +109,7 @@ def _response(event: LLMResponseEvent) -> LLMResponse:
         usage=event.usage,
         protocol_error=event.protocol_error,
         raw_stop_reason=event.raw_stop_reason,
+        wire=event.wire,  # a recording with wire bodies replays to the same events
     )
 
 

@@ -27,6 +27,7 @@ from glassagent._server.request import (
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
+    from glassagent._agent.hook import OnEvent
     from glassagent._history.protocol import ChatStore
 
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
@@ -111,6 +112,8 @@ class ServerConfig:
     system: str | None = None
     settings: ModelSettings | None = None
     limits: ServerLimits = DEFAULT_SERVER_LIMITS
+    on_event: OnEvent | None = None
+    """Given each event of every run the server makes (``Agent(on_event=...)``)."""
 
 
 def make_config(
@@ -120,13 +123,17 @@ def make_config(
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
+    on_event: OnEvent | None = None,
 ) -> ServerConfig:
     """Check and gather a server's configuration.
 
     Raises:
-        ConfigurationError: For no model, a non-client, two tools of one name, or a budget
-            with a ``max_cost`` on a model that cannot be priced in its currency.
+        ConfigurationError: For no model, a non-client, two tools of one name, a budget
+            with a ``max_cost`` on a model that cannot be priced in its currency, or an
+            `on_event` that is not callable.
     """
+    if on_event is not None and not callable(on_event):
+        raise ConfigurationError(f"`on_event` must be callable, got {type(on_event).__name__}.")
     if isinstance(models, BaseLLMClient):
         clients: dict[str, BaseLLMClient] = {models.model: models}
     elif isinstance(models, Mapping):
@@ -158,6 +165,7 @@ def make_config(
         system=system,
         settings=settings,
         limits=limits,
+        on_event=on_event,
     )
 
 
@@ -258,6 +266,7 @@ class Invocation:
             settings=self.config.settings,
             run_timeout=limits.run_timeout,
             budget=limits.budget,
+            on_event=self.config.on_event,
         )
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
@@ -351,6 +360,7 @@ async def invoke(
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
+    on_event: OnEvent | None = None,
 ) -> InvokeResult:
     """Run one agent turn: resolve the conversation, run the agent, keep the turn if asked.
 
@@ -375,6 +385,8 @@ async def invoke(
         system: System instructions when the request gives none.
         settings: Generation settings under the request's ``params``.
         limits: The server's limits; `ServerLimits()` when not given.
+        on_event: Given each event of the run as it is emitted, e.g. to trace or record it
+            (see ``Agent(on_event=...)``).
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).
@@ -383,7 +395,9 @@ async def invoke(
         GlassAgentError: The run's error when it fails (`ProviderError`,
             `MaxIterationsExceeded`, ...), with ``.result`` set.
     """
-    config = make_config(clients, tools, system=system, settings=settings, limits=limits)
+    config = make_config(
+        clients, tools, system=system, settings=settings, limits=limits, on_event=on_event
+    )
     invocation = Invocation(request, config, store)
     run = await invocation.start()
     return await invocation.finish(await run_to_end(run))
