@@ -32,6 +32,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
+from glassagent._core.output import OutputMode, OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
 from glassagent._providers.factory import create_llm_client, register_provider
@@ -56,6 +57,8 @@ __all__ = [
     "OllamaOptions",
     "OpenAICompatibleClient",
     "OpenAIOptions",
+    "OutputMode",
+    "OutputSchema",
     "ProviderOptions",
     "RetryNotice",
     "RetryPolicy",

@@ -28,6 +28,7 @@ from glassagent._core.events import (
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
+    OutputRetryEvent,
     ToolProgressEvent,
 )
 from glassagent._otel import attributes as names
@@ -111,6 +112,9 @@ class RunSpans:
             self._failure = (event.error_type, message if isinstance(message, str) else None)
         elif isinstance(event, AbortedEvent):
             self._abort_reason = event.reason
+        elif isinstance(event, OutputRetryEvent):
+            attributes = {"glassagent.retry.attempt": event.attempt}
+            self._run.add_event("glassagent.output_retry", attributes)
         elif isinstance(event, BudgetExceededEvent):
             self._run.set_attribute(names.BUDGET_LIMIT, event.limit)
 

@@ -33,6 +33,8 @@ from glassagent._providers.transport import HTTPTransport
 if TYPE_CHECKING:
     import httpx
 
+    from glassagent._core.output import OutputMode
+
 # Kept importable from here: older code and plugins import them from this module.
 __all__ = ["OpenAICompatibleClient", "parse_arguments", "wire_messages", "wire_tools"]
 
@@ -154,6 +156,24 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings,
             json_tools=json_tools,
             stream=stream,
+        )
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.
+
+        With tools, only OpenAI itself takes the schema too; other servers (llama.cpp's among
+        them) and the JSON tool protocol get the final-answer tool (``tool``).
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if not tools:
+            return "native"
+        return (
+            "native"
+            if self.provider_name == "openai" and self.tool_protocol == "native"
+            else "tool"
         )
 
     def _finish(

@@ -32,6 +32,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
 )
+from glassagent._core.output import FINAL_TOOL
 from glassagent._core.result import RunResult
 from glassagent._record import compare
 from glassagent._record.jsonl import recorded
@@ -39,6 +40,8 @@ from glassagent._testing import RecordedRequest, _RecordingClient
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from glassagent._core.output import OutputMode
 
 _REQUEST_KEYS = ("messages", "tools", "system", "settings")
 
@@ -175,6 +178,21 @@ class ReplayClient(_RecordingClient):
     """
 
     provider_name = "replay"
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """The mode the recorded run used, as its next recorded request shows.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if len(self.requests) >= len(self._calls):
+            return "tool"
+        request = self._calls[len(self.requests)].request
+        if (request.get("settings") or {}).get("output_schema"):
+            return "native"
+        names = [t.get("name") for t in request.get("tools") or () if isinstance(t, dict)]
+        return "tool" if FINAL_TOOL in names else "prompted"
 
     def __init__(
         self,
