@@ -159,6 +159,17 @@ async def test_native_asked_of_a_client_without_it_is_refused() -> None:
         await agent.run("?")
 
 
+async def test_a_schema_in_the_settings_is_refused_for_a_client_without_native_mode() -> None:
+    schema = OutputSchema(name="City", schema={"type": "object"})
+    agent = Agent(ScriptedClient(["{}"]), settings=ModelSettings(output_schema=schema))
+    with pytest.raises(ConfigurationError, match=r"cannot honour ModelSettings\.output_schema"):
+        await agent.run("?")
+    native = NativeClient(['{"name": "x"}'])
+    result = await Agent(native, settings=ModelSettings(output_schema=schema)).run("?")
+    assert result.output == '{"name": "x"}'
+    assert native.requests[0].settings.output_schema == schema  # type: ignore[union-attr]
+
+
 def test_bad_output_configurations_are_user_errors() -> None:
     client = ScriptedClient([])
 
@@ -359,3 +370,48 @@ def test_the_output_type_checks_with_mypy_strict() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_the_notebook_timeline_shows_an_output_retry() -> None:
+    client = NativeClient(['{"name": "Paris"}', json.dumps(ANSWER)])
+    result = await Agent(client, output_type=City).run("Which city?")
+    markdown = result._repr_markdown_()
+    assert "not valid output, asked again (1): population: Field required" in markdown
+    assert "not valid output, asked again" in result._repr_html_()
+
+
+async def test_an_output_retry_is_an_event_of_the_run_span(provider: Any, exporter: Any) -> None:
+    from glassagent.otel import traced
+
+    client = NativeClient(['{"name": "Paris"}', json.dumps(ANSWER)])
+    await traced(Agent(client, output_type=City).run("Which city?"), tracer_provider=provider)
+    (run,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    (retry,) = [e for e in run.events if e.name == "glassagent.output_retry"]
+    assert dict(retry.attributes or {}) == {"glassagent.retry.attempt": 1}
+
+
+async def test_a_model_without_function_calling_gets_the_prompt_or_the_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glassagent.profiles import reload_profiles
+    from profile_support import write_profile
+
+    path = write_profile(tmp_path, "acme-text", pricing=None)
+    data = json.loads(path.read_text())
+    data["features"]["supports_function_calling"] = False
+    path.write_text(json.dumps(data))
+    monkeypatch.setenv("GLASSAGENT_PROFILE_PATH", str(tmp_path))
+    reload_profiles()
+    try:
+        plain = ScriptedClient([json.dumps(ANSWER)], model="acme-text")
+        result = await Agent(plain, output_type=City).run("Which city?")
+        assert result.output == City(**ANSWER)
+        assert plain.requests[0].tools == ()
+        assert "Answer with exactly one JSON object" in (plain.requests[0].system or "")
+        reply = {"tool_call": {"name": "final_result", "input": ANSWER}}
+        with_tools = ScriptedClient([json.dumps(reply)], model="acme-text")
+        result = await Agent(with_tools, [lookup], output_type=City).run("Which city?")
+        assert result.output == City(**ANSWER)
+        assert "- final_result:" in (with_tools.requests[0].system or "")
+    finally:
+        reload_profiles()

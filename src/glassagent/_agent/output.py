@@ -145,14 +145,22 @@ def plan(config: RunConfig) -> tuple[RunConfig, Plan | None]:
     ``prompted`` adds the schema to the system prompt.
 
     Raises:
-        ConfigurationError: When the agent asks for ``native`` and the client has no native
-            mode for this run.
+        ConfigurationError: When the agent asks for ``native``, or the settings carry an
+            `OutputSchema`, and the client has no native mode for this run.
     """
     spec = config.output
-    if spec is None:
-        return config, None
     client, tools = config.client, bool(config.definitions)
+    if spec is None and config.settings.output_schema is None:
+        return config, None
     offered = client.output_mode(tools=tools, settings=config.settings)
+    if spec is None:  # a schema in the settings, for the client to honour
+        if offered != "native":
+            raise ConfigurationError(
+                f"{client.provider_name} ({type(client).__name__}) cannot honour "
+                "ModelSettings.output_schema: its output_mode is not 'native'. Use "
+                "Agent(output_type=...) instead."
+            )
+        return config, None
     mode = spec.mode or offered
     if mode == "native" and offered != "native":
         raise ConfigurationError(
