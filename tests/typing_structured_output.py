@@ -10,7 +10,9 @@ from typing_extensions import TypedDict, assert_type
 
 from glassagent import Agent, RunResult
 from glassagent.agent import AgentRun
-from glassagent.testing import ScriptedClient
+from glassagent.errors import OutputValidationError
+from glassagent.otel import traced
+from glassagent.testing import ReplayClient, ScriptedClient
 
 
 class City(BaseModel):
@@ -41,3 +43,12 @@ async def typed_runs() -> None:
     assert_type((await Agent(client, output_type=list[str]).run("?")).output, list[str])
     result = await city.resume(await city.run("?"))
     assert_type(result.output, City)
+    assert_type((await traced(city.run("?"))).output, City)
+    assert_type(traced(city.run("?")).run_sync().output, City)
+    ReplayClient([]).check(result, await plain.run("?"))
+    try:
+        await city.run("?")
+    except OutputValidationError as exc:
+        assert_type(exc.errors, tuple[str, ...])
+        if exc.result is not None:
+            print(exc.result.output)

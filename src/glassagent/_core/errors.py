@@ -23,7 +23,7 @@ _rebuild.__module__ = "glassagent.errors"  # pickles name only public modules (i
 class GlassAgentError(Exception):
     """Root of every error glassagent raises."""
 
-    result: RunResult | None = None
+    result: RunResult[Any] | None = None
     """The partial `RunResult` of the agent run that failed, when the error ended a run."""
 
     def __init__(self, message: str) -> None:

@@ -215,7 +215,7 @@ class RunSpans:
 
     # ---- the end -----------------------------------------------------------------------
 
-    def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+    def finish(self, result: RunResult[Any] | None, error: BaseException | None) -> None:
         """End every open span, then the run span, with the run's outcome.
 
         Args:
@@ -240,7 +240,9 @@ class RunSpans:
             self._context_tools.clear()
             self._end(self._run, failure)
 
-    def _outcome(self, result: RunResult | None, error: BaseException | None) -> Failure | None:
+    def _outcome(
+        self, result: RunResult[Any] | None, error: BaseException | None
+    ) -> Failure | None:
         if self._abort_reason is not None or (result and result.stop_reason == "aborted"):
             return (names.ABORTED, self._abort_reason)
         if self._failure is not None:

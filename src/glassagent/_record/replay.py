@@ -308,7 +308,7 @@ class ReplayClient(_RecordingClient):
         number = len(self.requests)
         return self._calls[number].protocol if number < len(self._calls) else self.tool_protocol
 
-    def check(self, *runs: RunResult | Iterable[Event]) -> None:
+    def check(self, *runs: RunResult[Any] | Iterable[Event]) -> None:
         """Check that the replay went as recorded: every model call made, the same events.
 
         The events are compared as their dicts, without ids, sequence numbers, timestamps and
