@@ -23,6 +23,7 @@ GlassAgentError
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
     ├── RunTimeoutError           the run took longer than the agent's run_timeout (.seconds)
+    ├── OutputValidationError     the answer never validated as the output_type (.text, .errors)
     └── RunAborted                run.abort() or cancellation (.reason)
 ```
 
@@ -41,6 +42,7 @@ from glassagent._core.errors import (
     HistoryValidationError,
     MaxIterationsExceeded,
     MCPServerError,
+    OutputValidationError,
     ProviderError,
     ProviderTimeoutError,
     ProviderUnavailableError,
@@ -69,6 +71,7 @@ __all__ = [
     "HistoryValidationError",
     "MCPServerError",
     "MaxIterationsExceeded",
+    "OutputValidationError",
     "ProviderError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",

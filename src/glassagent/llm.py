@@ -34,6 +34,7 @@ from glassagent._core.messages import (
     WireRecord,
 )
 from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
+from glassagent._core.output import OutputMode, OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
 from glassagent._providers.factory import create_llm_client, register_provider
@@ -58,6 +59,8 @@ __all__ = [
     "OllamaOptions",
     "OpenAICompatibleClient",
     "OpenAIOptions",
+    "OutputMode",
+    "OutputSchema",
     "ProviderOptions",
     "RetryNotice",
     "RetryPolicy",

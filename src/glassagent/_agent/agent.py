@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from glassagent._agent.approval import check_answers, pending_calls
 from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
+from glassagent._agent.output import output_spec
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
-from glassagent._core.result import RunResult
+from glassagent._core.output import FINAL_TOOL
+from glassagent._core.result import OutputT, RunResult
 from glassagent._core.tool_choice import check_against as check_tool_choice
 from glassagent._tools.context import DepsT
 from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
@@ -22,6 +24,7 @@ from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
     from glassagent._agent.hook import OnEvent
+    from glassagent._core.output import OutputMode
     from glassagent._history.tree import History
     from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
@@ -38,8 +41,12 @@ def _attachment(item: AttachmentLike) -> Attachment:
     return item if isinstance(item, Attachment) else Attachment.from_path(item)
 
 
-class Agent(Generic[DepsT]):
+class Agent(Generic[DepsT, OutputT]):
     """A model client plus tools: runs the Think -> Act -> Observe loop, streaming events.
+
+    The agent is generic in the type of its runs' output: ``Agent(client,
+    output_type=Invoice)`` runs return a ``RunResult[Invoice]`` whose ``output`` is a
+    validated ``Invoice`` (see "Structured output"); without `output_type` it is the text.
 
     Example:
         ```python
@@ -52,12 +59,14 @@ class Agent(Generic[DepsT]):
     __slots__ = (
         "_context_tools",
         "_definitions",
+        "_output",
         "_tools",
         "budget",
         "client",
         "context_settings",
         "max_iterations",
         "on_event",
+        "output_type",
         "redact",
         "requires_approval",
         "run_timeout",
@@ -82,6 +91,9 @@ class Agent(Generic[DepsT]):
         requires_approval: bool | ApprovalPolicy = False,
         redact: Redact | None = None,
         on_event: OnEvent | None = None,
+        output_type: type[OutputT] | None = None,
+        output_retries: int = 2,
+        output_mode: OutputMode | None = None,
     ) -> None:
         """Create an agent.
 
@@ -118,12 +130,22 @@ class Agent(Generic[DepsT]):
                 after it has seen the last event. When it raises, the failure is logged on
                 the ``glassagent`` logger and the run goes on unchanged. It gets the event
                 itself, not passed through `redact`.
+            output_type: The type every run's answer must have: a pydantic model, a
+                dataclass, a ``TypedDict`` or a type such as ``list[str]``; the run's
+                `RunResult.output` is a validated instance (`None` or ``str``: plain text).
+            output_retries: How often an invalid answer goes back to the model with the
+                validation errors before the run fails with `OutputValidationError`.
+            output_mode: How the answer is asked for: ``"native"`` (the provider's
+                constrained mode), ``"tool"`` (a final-answer tool) or ``"prompted"`` (the
+                schema in the system prompt); `None`: the client's choice
+                (`BaseLLMClient.output_mode`).
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
                 is not a `Budget`, a `requires_approval` that is not a bool or callable, a
-                `redact` or `on_event` that is not callable, or a ``settings.tool_choice``
-                naming a tool the agent does not have.
+                `redact` or `on_event` that is not callable, a ``settings.tool_choice``
+                naming a tool the agent does not have, an `output_type` without a JSON
+                Schema, or a tool named ``final_result`` next to an `output_type`.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -139,6 +161,9 @@ class Agent(Generic[DepsT]):
             if hook is not None and not callable(hook):
                 raise UserError(f"`{name}` must be callable, got {type(hook).__name__}.")
         by_name = _tools_by_name(tools)
+        spec = output_spec(output_type or str, output_retries, output_mode)
+        if spec is not None and FINAL_TOOL in by_name:
+            raise UserError(f"The tool name {FINAL_TOOL!r} is reserved for an agent's output.")
         self.client: BaseLLMClient = client
         """The model backend."""
         self.system: str | None = system
@@ -163,6 +188,9 @@ class Agent(Generic[DepsT]):
         self._definitions = tuple(t.definition for t in by_name.values())
         check_tool_choice(self.settings.tool_choice, list(by_name))
         self._context_tools = _context_tools(context_tools)
+        self._output = spec
+        self.output_type: type[OutputT] | None = output_type
+        """The type of the runs' output (`None`: plain text)."""
         self.context_settings: ContextSettings | None = context_settings
         """How context tools are selected and placed (`None`: the defaults)."""
 
@@ -187,7 +215,7 @@ class Agent(Generic[DepsT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> AgentRun:
+    ) -> AgentRun[OutputT]:
         """Start a run; iterate the result for events, or await it for the `RunResult`.
 
         Nothing happens until the run is iterated or awaited.
@@ -235,14 +263,14 @@ class Agent(Generic[DepsT]):
 
     def resume(
         self,
-        previous: RunResult | History | Sequence[Message],
+        previous: RunResult[Any] | History | Sequence[Message],
         approvals: Mapping[str, ApprovalAnswer] | None = None,
         *,
         append_to_history: bool = False,
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> AgentRun:
+    ) -> AgentRun[OutputT]:
         """Continue a run that ended ``awaiting_approval``, with a person's answers.
 
         The calls that waited are those of the conversation's last answer without a result;
@@ -318,6 +346,7 @@ class Agent(Generic[DepsT]):
             defer_approval=defer_approval,
             redact=self.redact,
             on_event=self.on_event,
+            output=self._output,
         )
 
     def run_sync(
@@ -331,7 +360,7 @@ class Agent(Generic[DepsT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run to the end and return the `RunResult`, from plain code or inside a running loop.
 
         Every synchronous run executes on one long-lived event loop in a background thread,
@@ -380,7 +409,7 @@ def _tools_by_name(tools: Iterable[Tool | ContextTool | Callable[..., Any]]) -> 
 
 
 def _conversation_of(
-    previous: RunResult | History | Sequence[Message],
+    previous: RunResult[Any] | History | Sequence[Message],
 ) -> tuple[History | None, list[Message]]:
     """The conversation a resumed run continues, and the history it came from (if any)."""
     from glassagent._history.tree import History
@@ -400,5 +429,5 @@ def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:
     return checked
 
 
-async def _await(run: AgentRun) -> RunResult:
+async def _await(run: AgentRun[OutputT]) -> RunResult[OutputT]:
     return await run

@@ -28,9 +28,13 @@ UNFORCED = ("auto", "none")
 
 @dataclass(frozen=True)
 class Finish:
-    """The model answered: the run ends with this text."""
+    """The model answered: the run ends with this text (and output)."""
 
     text: str
+    output: Any = None
+    """The validated output (``Agent(output_type=...)``), else `None`."""
+    data: Any = None
+    """`output` as plain JSON values, for the ``complete`` event."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from glassagent._core.messages import (
 from glassagent._providers import json_protocol
 
 if TYPE_CHECKING:
+    from glassagent._core.output import OutputMode
     from glassagent._core.result import ToolResult
     from glassagent._profiles.model import ModelProfile
 
@@ -130,6 +131,21 @@ class JsonToolsClient(BaseLLMClient):
     def format_tool_result(self, call: ToolCall, result: ToolResult) -> Message:
         """The wrapped client's tool message."""
         return self.inner.format_tool_result(call, result)
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``tool`` with tools; without, the wrapped client's native mode, else ``prompted``.
+
+        The model has no native tool calling: tools are listed in the prompt, and a run
+        without tools gets the schema in the prompt rather than a final-answer tool.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if tools:
+            return "tool"
+        mode = self.inner.output_mode(tools=False, settings=settings)
+        return "native" if mode == "native" else "prompted"
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """Always ``json``."""

@@ -32,7 +32,7 @@ class RunRecording:
         run_id: str
         _config: RunConfig
         _events: list[Event]
-        _result: RunResult | None
+        _result: RunResult[Any] | None
         _producer: asyncio.Task[None] | None
 
     def _keep(self, event: Event) -> None:

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._agent import decide, record
+from glassagent._agent import decide, output, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.config import append_turn
@@ -36,6 +36,7 @@ from glassagent._core.events import (
     Event,
     LLMRequestEvent,
     LLMResponseEvent,
+    OutputRetryEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
 )
@@ -47,7 +48,7 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
-from glassagent._core.result import RunResult, RunStopReason
+from glassagent._core.result import OutputT, RunResult, RunStopReason
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 _END = object()
 
 
-class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
+class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
@@ -104,10 +105,12 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
         self._abort_reason: str | None = None
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
+        self._plan: output.Plan | None = None  # how a structured answer is asked for
+        self._output_retries = 0
         self._error: BaseException | None = None
         self._interrupt: KeyboardInterrupt | None = None
-        self._coroutine: Coroutine[Any, Any, RunResult] | None = None
+        self._coroutine: Coroutine[Any, Any, RunResult[OutputT]] | None = None
         self._claimed = False  # awaited, iterated, scheduled, aborted or closed
         self._guard = RunGuard()  # the model's profile and the budget
         self._attach_hook()  # the agent's on_event hook, if any
@@ -115,7 +118,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     # ---- public face -------------------------------------------------------------------
 
     @property
-    def result(self) -> RunResult | None:
+    def result(self) -> RunResult[OutputT] | None:
         """The run's result once it has ended (also after an error or abort), else `None`."""
         return self._result
 
@@ -174,7 +177,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iterate()
 
-    def __await__(self) -> Generator[Any, None, RunResult]:
+    def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._collect().__await__()
 
     def send(self, value: Any) -> Any:
@@ -209,7 +212,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             self._coroutine.close()
         self.abort("the run was closed")
 
-    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult]:
+    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult[OutputT]]:
         if self._coroutine is None:
             self._claimed = True
             self._coroutine = self._collect()
@@ -269,7 +272,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         if isinstance(self._error, HistoryAppendError):  # no event reports it
             raise self._error
 
-    async def _collect(self) -> RunResult:
+    async def _collect(self) -> RunResult[OutputT]:
         producer = self._producer
         if producer is None:  # awaited without iterating: no event queue needed
             producer = self._start(streaming=False)
@@ -310,6 +313,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
             self._config = self._guard.start(self._config, self._conversation)
+            self._config, self._plan = output.plan(self._config)
             await self._loop()
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
@@ -396,7 +400,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
                 return
             response = await self._think(iteration)
             if response is not None:  # None: the reply was unreadable, the model was told
-                step = decide.next_step(response)
+                step = decide.next_step(response) if self._plan is None else self._settle(response)
                 if isinstance(step, decide.Finish):
                     self._emit(
                         CompleteEvent,
@@ -404,10 +408,11 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
                         usage=self._usage,
                         iterations=iteration,
                         stop_reason=response.stop_reason,
+                        output=step.data,
                     )
-                    self._end(step.text, "end_turn")
+                    self._end(step.text, "end_turn", output=step.output)
                     return
-                if not await self._act(step.calls):
+                if step is not None and not await self._act(step.calls):
                     return
             if not decide.may_think_again(iteration, self._config.max_iterations):
                 limit = self._config.max_iterations
@@ -415,6 +420,28 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
                     f"The run reached max_iterations={limit} without a final answer.",
                     max_iterations=limit,
                 )
+
+    def _settle(self, response: LLMResponse) -> decide.Step | None:
+        """Read a structured answer: finish with it, act on the run's tools, or ask again.
+
+        Raises:
+            OutputValidationError: When the answer is invalid and no retry is left.
+        """
+        assert self._plan is not None
+        outcome = output.read(self._plan, response)
+        if outcome is None:
+            return decide.Act(response.tool_calls)
+        conversation = self._conversation
+        if isinstance(outcome, output.Valid):
+            conversation[-1] = output.final_message(conversation[-1], outcome)
+            return decide.Finish(conversation[-1].content, outcome.value, outcome.data)
+        if self._output_retries >= self._plan.spec.retries:
+            raise output.exhausted(self._plan, outcome, self._output_retries)
+        self._output_retries += 1
+        fields = {"text": outcome.text, "errors": outcome.errors, "attempt": self._output_retries}
+        self._emit(OutputRetryEvent, iteration=self._iterations, **fields)
+        conversation[-1:] = output.ask_again(self._plan, conversation[-1], outcome, self._config)
+        return None
 
     async def _tool_protocol(self) -> ToolProtocol:
         """The protocol the next call offers tools with; ``auto`` is resolved first.
@@ -527,9 +554,15 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     # ---- endings -----------------------------------------------------------------------
 
     def _end(
-        self, text: str, stop_reason: RunStopReason, pending: tuple[ToolCall, ...] = ()
+        self,
+        text: str,
+        stop_reason: RunStopReason,
+        pending: tuple[ToolCall, ...] = (),
+        output: Any = None,
     ) -> None:
+        value: Any = text if self._config.output is None else output
         self._result = RunResult(
+            output=value,
             text=text,
             new_messages=tuple(self._conversation[self._prior :]),
             all_messages=tuple(self._conversation),

@@ -23,7 +23,7 @@ _rebuild.__module__ = "glassagent.errors"  # pickles name only public modules (i
 class GlassAgentError(Exception):
     """Root of every error glassagent raises."""
 
-    result: RunResult | None = None
+    result: RunResult[Any] | None = None
     """The partial `RunResult` of the agent run that failed, when the error ended a run."""
 
     def __init__(self, message: str) -> None:
@@ -259,6 +259,25 @@ class RunTimeoutError(RunError):
     def __init__(self, message: str, *, seconds: float) -> None:
         super().__init__(message)
         self.seconds = seconds
+
+
+class OutputValidationError(RunError):
+    """The model's answer did not validate as the agent's `output_type`, retries included.
+
+    Each invalid answer went back to the model with its errors, up to the agent's
+    ``output_retries``; this is raised for the last one.
+
+    Attributes:
+        text: The last raw output: the answer's text, or the final-answer tool's arguments
+            as JSON.
+        errors: What was wrong with it, one line each (``"age: Input should be a valid
+            integer"``).
+    """
+
+    def __init__(self, message: str, *, text: str, errors: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.text = text
+        self.errors = errors
 
 
 class RunAborted(RunError):

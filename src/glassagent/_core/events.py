@@ -203,6 +203,9 @@ class CompleteEvent(BaseEvent):
     stop_reason: StopReason = "end_turn"
     """Why the model stopped its final answer: anything but ``end_turn`` (``max_tokens``,
     ``content_filter``, ``other``) means the answer was cut short (`RunResult.truncated`)."""
+    output: Any = None
+    """With ``Agent(output_type=...)``: the validated output as JSON values (a model's fields
+    as an object); `RunResult.output` holds the typed value. `None` for a plain-text agent."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -446,6 +449,26 @@ class LLMRetryEvent(BaseEvent):
     """The HTTP status of the failure, when there was one."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutputRetryEvent(BaseEvent):
+    """An answer was not valid output (``Agent(output_type=...)``) and is sent back.
+
+    The model gets the validation errors and answers again; after the agent's
+    ``output_retries`` the run ends with `OutputValidationError` instead.
+    """
+
+    type: Literal["output_retry"] = "output_retry"
+    """Event tag."""
+    iteration: int
+    """Which model call gave the invalid answer."""
+    attempt: int
+    """Which retry this is: 1 for the first (at most the agent's ``output_retries``)."""
+    text: str
+    """The raw output: the answer's text, or the final-answer tool's arguments as JSON."""
+    errors: tuple[str, ...]
+    """What was wrong with it, one line each; the model is told the same."""
+
+
 Event: TypeAlias = (
     TextChunkEvent
     | ThinkingChunkEvent
@@ -466,6 +489,7 @@ Event: TypeAlias = (
     | LLMRequestEvent
     | LLMResponseEvent
     | LLMRetryEvent
+    | OutputRetryEvent
 )
 """Any event of a run; the ``type`` field tells which."""
 

@@ -19,6 +19,7 @@ from glassagent._core.options import (
     check_integer,
     check_number,
 )
+from glassagent._core.output import OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._core.tool_choice import check_value as check_tool_choice
 
@@ -281,8 +282,17 @@ class ModelSettings:
     """Settings only one provider family understands (`OpenAIOptions`, `OllamaOptions`,
     `GeminiOptions`), passed to it unchanged; a client of another family refuses them with
     `ConfigurationError`."""
+    output_schema: OutputSchema | None = None
+    """A JSON Schema the answer must follow, in the provider's own constrained mode; a
+    client that has none refuses it with `ConfigurationError`. `Agent(output_type=...)`
+    sets it for clients whose `BaseLLMClient.output_mode` is ``native``."""
 
     def __post_init__(self) -> None:
+        if self.output_schema is not None and not isinstance(self.output_schema, OutputSchema):
+            raise UserError(
+                "ModelSettings.output_schema must be an OutputSchema, "
+                f"not {type(self.output_schema).__name__}."
+            )
         for name in ("timeout", "stall_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -54,6 +54,8 @@ from glassagent._providers.transport import new_http_client
 if TYPE_CHECKING:
     import httpx
 
+    from glassagent._core.output import OutputMode
+
 ENV_KEY = "GEMINI_API_KEY"
 _Sdk = tuple[Any, Any]
 """A google-genai client and its fast route (a `gemini_sdk.Route`, or `None`)."""
@@ -235,6 +237,18 @@ class GeminiClient(BaseLLMClient):
 
     def __repr__(self) -> str:
         return f"GeminiClient(model={self.model!r}, api_key={self.get_masked_api_key()!r})"
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``response_json_schema``) unless the run has tools (``tool``).
+
+        Gemini models before Gemini 3 refuse a JSON answer format together with function
+        calling, so a run with tools gets the final-answer tool.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool" if tools else "native"
 
     async def _request(
         self,

@@ -306,6 +306,12 @@ def to_config(
                 "thinking_budget": settings.thinking_budget,
                 "include_thoughts": True,
             }
+        if settings.output_schema is not None:
+            output = {
+                "response_mime_type": "application/json",
+                "response_json_schema": dict(settings.output_schema.schema),
+            }
+            add_unset(config, output, "ModelSettings.output_schema", PROVIDER)
         _add_options(config, settings)
     return config
 

@@ -34,6 +34,8 @@ from glassagent._providers.transport import HTTPTransport, error_message
 if TYPE_CHECKING:
     import httpx
 
+    from glassagent._core.output import OutputMode
+
 DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
@@ -141,6 +143,18 @@ class OllamaClient(BaseLLMClient):
             body=body[:2000],
             provider=self.provider_name,
         )
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``format`` set to the schema) unless the run has tools (``tool``).
+
+        A schema in ``format`` constrains every reply, so a run with tools would never get a
+        tool call; it gets the final-answer tool instead.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool" if tools else "native"
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """The protocol used for this model; with ``auto``, asks the server once and caches.

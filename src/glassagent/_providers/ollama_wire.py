@@ -140,6 +140,9 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings) -> None:
     """Put `settings` into `body`: the portable ones, then `OllamaOptions` as given."""
     options: dict[str, Any] = {}
     add_portable(options, settings, max_tokens="num_predict", stop="stop")
+    if settings.output_schema is not None:
+        output = {"format": dict(settings.output_schema.schema)}
+        add_unset(body, output, "ModelSettings.output_schema", PROVIDER)
     if settings.thinking_budget is not None:
         # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
         body["think"] = settings.thinking_budget != 0

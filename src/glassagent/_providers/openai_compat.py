@@ -33,6 +33,8 @@ from glassagent._providers.transport import HTTPTransport
 if TYPE_CHECKING:
     import httpx
 
+    from glassagent._core.output import OutputMode
+
 # Kept importable from here: older code and plugins import them from this module.
 __all__ = ["OpenAICompatibleClient", "parse_arguments", "wire_messages", "wire_tools"]
 
@@ -170,6 +172,24 @@ class OpenAICompatibleClient(BaseLLMClient):
     def _json_mode(self, tools: Sequence[ToolDefinition], settings: ModelSettings | None) -> bool:
         """Whether the reply is read by the JSON tool protocol (it offers tools)."""
         return self.tool_protocol == "json" and bool(json_protocol.offered_tools(tools, settings))
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.
+
+        With tools, only OpenAI itself takes the schema too; other servers (llama.cpp's among
+        them) and the JSON tool protocol get the final-answer tool (``tool``).
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if not tools:
+            return "native"
+        return (
+            "native"
+            if self.provider_name == "openai" and self.tool_protocol == "native"
+            else "tool"
+        )
 
     def _finish(
         self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool

@@ -24,6 +24,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.options import OpenAIOptions, add_portable, add_unset, options_for
+from glassagent._core.output import OutputSchema
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
@@ -279,6 +280,15 @@ def _wire_choice(choice: str) -> str | dict[str, Any]:
     return {"type": "function", "function": {"name": choice}}
 
 
+def response_format(output: OutputSchema) -> dict[str, Any]:
+    """The ``response_format`` of a structured answer (OpenAI and llama.cpp's server)."""
+    json_schema: dict[str, Any] = {"name": output.name, "schema": dict(output.schema)}
+    if output.description:
+        json_schema["description"] = output.description
+    json_schema["strict"] = output.strict
+    return {"type": "json_schema", "json_schema": json_schema}
+
+
 def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) -> None:
     """Put `settings` into `body`, refusing what this API cannot honour."""
     if settings.thinking_budget is not None:
@@ -288,6 +298,9 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) 
             "or your server's own field in OpenAIOptions(extra_body=...)."
         )
     add_portable(body, settings, max_tokens="max_tokens", stop="stop")
+    if settings.output_schema is not None:
+        output = {"response_format": response_format(settings.output_schema)}
+        add_unset(body, output, "ModelSettings.output_schema", provider)
     options = options_for(settings.provider_options, OpenAIOptions, provider)
     if options is None:
         return

@@ -179,6 +179,10 @@ def _read_step(step: ModelStep, calls: dict[str, ToolStep], event: Mapping[str, 
             f"retry {text(event.get('attempt'))} after {text(event.get('error_type'))}{status}: "
             f"{text(event.get('error'))}"
         )
+    elif kind == "output_retry":
+        errors = event.get("errors")
+        errors = "; ".join(text(e) for e in errors) if isinstance(errors, list) else ""
+        step.notes.append(f"not valid output, asked again ({text(event.get('attempt'))}): {errors}")
     elif kind == "llm_response":
         step.done = True
         step.text = text(event.get("text"))
