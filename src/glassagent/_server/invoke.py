@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,6 +14,7 @@ from glassagent._core.errors import ConfigurationError, GlassAgentError, RunAbor
 from glassagent._core.events import BudgetExceededEvent, to_jsonable
 from glassagent._core.messages import ModelSettings, StopReason, Usage
 from glassagent._core.result import RunResult
+from glassagent._core.tool_choice import check_against
 from glassagent._history.model import Version
 from glassagent._history.tree import History
 from glassagent._profiles.cost import Cost, client_cost
@@ -256,9 +257,11 @@ class Invocation:
         request, limits = self.request, self.config.limits
         client = self.client()
         system = request.system_prompt
+        tools = self.tools()
+        _check_tool_choice(request, tools)
         agent = Agent(
             client,
-            self.tools(),
+            tools,
             system=system if system is not None else self.config.system,
             max_iterations=min(
                 request.max_iterations or limits.max_iterations, limits.max_iterations
@@ -411,3 +414,12 @@ async def run_to_end(run: AgentRun) -> RunResult:
         if exc.result is None:  # pragma: no cover - an ended run always sets it
             raise
         return exc.result
+
+
+def _check_tool_choice(request: InvokeRequest, tools: Sequence[Tool]) -> None:
+    """Refuse a ``params.tool_choice`` that no tool of the turn can satisfy (400)."""
+    choice = request.settings.tool_choice if request.settings is not None else None
+    try:
+        check_against(choice, [tool.name for tool in tools])
+    except UserError as exc:
+        raise InvokeError(f"params.tool_choice: {exc}", status=400, code="unknown_tool") from None
