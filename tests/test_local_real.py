@@ -131,8 +131,19 @@ async def test_a_native_tool_call_through_the_agent(server: LocalServer) -> None
 
 
 async def test_the_json_tool_protocol_against_the_same_server(server: LocalServer) -> None:
-    events = await agent_events(server, tool_protocol="json")
+    events = await agent_events(server, tool_protocol="json", json_grammar=False)
     assert_first_call_is_add_17_25(events)
+
+
+async def test_the_grammar_constrained_json_protocol_yields_a_parsed_call(
+    server: LocalServer,
+) -> None:
+    # A request the model, unconstrained, has answered with a thought only (no call).
+    async with server.client(tool_protocol="json") as client:
+        answer = await client.chat(user("What is 120 plus 55?"), [add.definition], settings=AGENT)
+    assert answer.raw_request["response_format"]["type"] == "json_schema"
+    assert answer.protocol_error is None, answer.text
+    assert [(c.name, c.input) for c in answer.tool_calls] == [("add", {"a": 120, "b": 55})]
 
 
 async def test_abort_mid_stream_keeps_the_server_healthy(server: LocalServer) -> None:

@@ -84,11 +84,13 @@ def request_body(
     stream: bool,
     json_mode: bool,
     encode_history: bool,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
     """The request body; `json_mode` sends tools by the JSON tool protocol.
 
     With `encode_history` (or `json_mode`), earlier tool calls and results go in the
-    protocol's text form.
+    protocol's text form. In `json_mode` the reply's ``format`` is the protocol's schema
+    (`json_protocol.reply_schema`) with `json_grammar`, else any JSON (``"json"``).
     """
     if encode_history or json_mode:
         messages = json_protocol.encode_history(messages)
@@ -103,7 +105,7 @@ def request_body(
     if tools and not json_mode:
         body["tools"] = wire_tools(tools)
     if json_mode:
-        body["format"] = "json"
+        body["format"] = json_protocol.reply_schema(tools) if json_grammar else "json"
     if settings is not None:
         _add_settings(body, settings)
     return body

@@ -234,13 +234,18 @@ def request_body(
     *,
     json_tools: bool,
     stream: bool,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
-    """The request body; with `json_tools`, tools go by the JSON tool protocol."""
+    """The request body; with `json_tools`, tools go by the JSON tool protocol.
+
+    With `json_grammar` too, the reply is constrained to `json_protocol.reply_schema`
+    (``response_format`` of type ``json_schema``), else to any JSON object.
+    """
     body: dict[str, Any] = {"model": model}
     if json_tools:
         if tools:
             system = json_protocol.system_prompt(system, tools)
-            body["response_format"] = {"type": "json_object"}
+            body["response_format"] = _reply_format(tools, json_grammar)
         body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
     else:
         body["messages"] = wire_messages(messages, system)
@@ -252,6 +257,14 @@ def request_body(
     if settings is not None:
         _add_settings(body, settings, provider)
     return body
+
+
+def _reply_format(tools: Sequence[ToolDefinition], grammar: bool) -> dict[str, Any]:
+    """The ``response_format`` of a JSON-protocol request (any object without a grammar)."""
+    if not grammar:
+        return {"type": "json_object"}
+    schema = json_protocol.reply_schema(tools)
+    return {"type": "json_schema", "json_schema": {"name": "tool_protocol_reply", "schema": schema}}
 
 
 def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) -> None:
