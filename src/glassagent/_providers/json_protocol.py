@@ -119,8 +119,9 @@ def reply_schema(tools: Sequence[ToolDefinition], choice: str | None = None) -> 
 
     An ``anyOf`` with one branch per tool, ``{"thought": str, "tool_call": {"name": <that
     tool>, "input": <its parameters>}}``, and a ``{"thought": str, "response": str}`` branch
-    (a single branch stands alone); the thought is at most `THOUGHT_LIMIT` characters. Definitions (``$defs``) in tool parameters move to the
-    top, renamed ``<tool>.<name>``, with the references to them.
+    (a single branch stands alone); the thought is at most `THOUGHT_LIMIT` characters.
+    Definitions (``$defs``) in tool parameters move to the top, renamed ``<tool>.<name>``,
+    with the references to them.
 
     Args:
         tools: The tools on offer.
