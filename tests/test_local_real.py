@@ -131,8 +131,42 @@ async def test_a_native_tool_call_through_the_agent(server: LocalServer) -> None
 
 
 async def test_the_json_tool_protocol_against_the_same_server(server: LocalServer) -> None:
-    events = await agent_events(server, tool_protocol="json")
+    events = await agent_events(server, tool_protocol="json", json_grammar=False)
     assert_first_call_is_add_17_25(events)
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers.
+
+    Args:
+        a: The first factor.
+        b: The second factor.
+    """
+    return a * b
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The current weather in a city.
+
+    Args:
+        city: The city's name, e.g. "Paris".
+    """
+    return f"Sunny in {city}."
+
+
+async def test_the_grammar_constrained_json_protocol_yields_a_parsed_call(
+    server: LocalServer,
+) -> None:
+    # Unconstrained (json_grammar=False), this model has stopped after its thought on this
+    # request: '{"thought": "To call the tool, reply: {"}', no call.
+    tools = [add.definition, multiply.definition, get_weather.definition]
+    async with server.client(tool_protocol="json") as client:
+        answer = await client.chat(user("Sum 31 and 11."), tools, settings=AGENT)
+    assert answer.raw_request["response_format"]["type"] == "json_schema"
+    assert answer.protocol_error is None, answer.text
+    assert [(c.name, c.input) for c in answer.tool_calls] == [("add", {"a": 31, "b": 11})]
 
 
 async def test_abort_mid_stream_keeps_the_server_healthy(server: LocalServer) -> None:

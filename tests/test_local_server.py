@@ -110,6 +110,26 @@ async def test_async_server_hands_out_clients_for_itself(
     assert not caplog.records  # fast calls: no hint
 
 
+async def test_clients_constrain_json_protocol_replies_to_the_protocol_schema(
+    tmp_path: Path,
+) -> None:
+    add = ToolDefinition(
+        "add", "Add.", {"type": "object", "properties": {"a": {"type": "integer"}}}
+    )
+    hi = [Message(role="user", content="hi")]
+    async with LocalServer(gguf(tmp_path, "tiny-model.gguf")) as server:
+        async with server.client(tool_protocol="json") as client:
+            assert client.json_grammar
+            constrained = await client.chat(hi, [add])
+        async with server.client(tool_protocol="json", json_grammar=False) as client:
+            free = await client.chat(hi, [add])
+    fmt = constrained.raw_request["response_format"]
+    assert fmt["type"] == "json_schema"
+    schema = fmt["json_schema"]["schema"]
+    assert schema["anyOf"][0]["properties"]["tool_call"]["properties"]["input"] == add.parameters
+    assert free.raw_request["response_format"] == {"type": "json_object"}
+
+
 async def test_the_server_requires_its_key_and_the_clients_carry_it(tmp_path: Path) -> None:
     path = gguf(tmp_path, "m.gguf")
     with LocalServer(path) as server:

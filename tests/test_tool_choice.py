@@ -302,7 +302,8 @@ async def test_ollama_honours_every_choice_with_the_json_protocol() -> None:
     route = respx.post(OLLAMA_URL).respond(json=OLLAMA_DONE)
     await ollama("json").chat(HI, TOOLS, settings=choice("sub"))
     body = sent(route)
-    assert body["format"] == "json"
+    # the reply's grammar: a call of sub, and nothing else
+    assert body["format"]["properties"]["tool_call"]["properties"]["name"]["enum"] == ["sub"]
     assert "tools" not in body
     assert "- sub: Subtract." in system_of(body)
     assert "- add:" not in system_of(body)

@@ -65,6 +65,9 @@ class OllamaClient(BaseLLMClient):
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
+        json_grammar: With the JSON tool protocol, constrain replies to the protocol's JSON
+            Schema (``format`` set to it; Ollama 0.5 and later), so every reply parses and
+            names a tool on offer. With `False`, ``format`` is ``"json"`` (any JSON).
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read, and whether remote ones
@@ -89,6 +92,7 @@ class OllamaClient(BaseLLMClient):
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: ToolProtocol = "auto",
+        json_grammar: bool = True,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
@@ -104,6 +108,8 @@ class OllamaClient(BaseLLMClient):
         """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
+        self.json_grammar = json_grammar
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
         self._capabilities: dict[str, ToolProtocol] = {}
         self._attachments = AttachmentGate(attachment_policy, self.provider_name, wire.takes_by_url)
         config = resolve(self._environment, api_key=api_key, base_url=base_url)
@@ -214,6 +220,7 @@ class OllamaClient(BaseLLMClient):
             stream=stream,
             json_mode=json_mode,
             encode_history=self._configured == "json",
+            json_grammar=self.json_grammar,
         )
         return body, json_mode
 
@@ -338,6 +345,7 @@ class LlamaClient(OllamaClient):
             are downloaded; `AttachmentPolicy()` when not given.
         retry: How failed calls are retried, as for `OllamaClient`.
         record_wire: Attach each call's wire bodies to its answer, as for `OllamaClient`.
+        json_grammar: Constrain replies to the protocol's JSON Schema, as for `OllamaClient`.
     """
 
     provider_name = "ollama"
@@ -353,6 +361,7 @@ class LlamaClient(OllamaClient):
         attachment_policy: AttachmentPolicy | None = None,
         retry: RetryPolicy | None = None,
         record_wire: bool = False,
+        json_grammar: bool = True,
     ) -> None:
         super().__init__(
             model,
@@ -360,6 +369,7 @@ class LlamaClient(OllamaClient):
             api_key=api_key,
             http_client=http_client,
             tool_protocol="json",
+            json_grammar=json_grammar,
             attachment_policy=attachment_policy,
             retry=retry,
             record_wire=record_wire,

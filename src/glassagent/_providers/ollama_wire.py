@@ -85,19 +85,20 @@ def request_body(
     stream: bool,
     json_mode: bool,
     encode_history: bool,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
     """The request body; `json_mode` sends tools by the JSON tool protocol.
 
     With `encode_history` (or `json_mode`), earlier tool calls and results go in the
-    protocol's text form.
+    protocol's text form. In `json_mode` the reply's ``format`` is the protocol's schema
+    (`json_protocol.reply_schema`) with `json_grammar`, else any JSON (``"json"``).
     """
     if encode_history or json_mode:
         messages = json_protocol.encode_history(messages)
+    choice = settings.tool_choice if settings is not None else None
+    offered = json_protocol.offered_tools(tools, settings) if json_mode else ()
     if json_mode:
-        choice = settings.tool_choice if settings is not None else None
-        system = json_protocol.system_prompt(
-            system, json_protocol.offered_tools(tools, settings), choice
-        )
+        system = json_protocol.system_prompt(system, offered, choice)
     wire = [{"role": "system", "content": system}] if system else []
     body: dict[str, Any] = {
         "model": model,
@@ -107,7 +108,7 @@ def request_body(
     if tools and not json_mode and (tools := _native_tools(tools, settings)):
         body["tools"] = wire_tools(tools)
     if json_mode:
-        body["format"] = "json"
+        body["format"] = json_protocol.reply_schema(offered, choice) if json_grammar else "json"
     if settings is not None:
         _add_settings(body, settings)
     return body

@@ -61,6 +61,11 @@ class OpenAICompatibleClient(BaseLLMClient):
             closed by `aclose`). By default the client creates and owns one.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
+        json_grammar: With the JSON tool protocol, constrain replies to the protocol's JSON
+            Schema (`response_format` of type ``json_schema``; llama.cpp's server, vLLM and
+            LM Studio enforce it while decoding), so every reply parses and names a tool on
+            offer. Off by default, since not every server enforces a schema: replies are
+            then asked to be any JSON object. `LocalServer.client` turns it on.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read and whether remote ones are
@@ -88,6 +93,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         api_version: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         tool_protocol: Literal["native", "json"] = "native",
+        json_grammar: bool = False,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
@@ -113,6 +119,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
         self.tool_protocol = tool_protocol
+        self.json_grammar = json_grammar
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self.record_wire: bool = record_wire
@@ -166,6 +174,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings,
             json_tools=json_tools,
             stream=stream,
+            json_grammar=self.json_grammar,
             named_choice=self._named_tool_choice,
         )
 

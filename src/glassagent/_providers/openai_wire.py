@@ -242,11 +242,14 @@ def request_body(
     json_tools: bool,
     stream: bool,
     named_choice: bool = True,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
     """The request body; with `json_tools`, tools go by the JSON tool protocol.
 
     Without `named_choice` (llama.cpp's server reads ``tool_choice`` as a string only), a
-    tool choice naming one tool is sent as that tool alone with ``"required"``.
+    tool choice naming one tool is sent as that tool alone with ``"required"``. With
+    `json_grammar`, a JSON-protocol reply is constrained to `json_protocol.reply_schema`
+    (``response_format`` of type ``json_schema``), else to any JSON object.
     """
     body: dict[str, Any] = {"model": model}
     if json_tools:
@@ -254,7 +257,7 @@ def request_body(
         if offered:
             choice = settings.tool_choice if settings is not None else None
             system = json_protocol.system_prompt(system, offered, choice)
-            body["response_format"] = {"type": "json_object"}
+            body["response_format"] = _reply_format(offered, choice, json_grammar)
         body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
     else:
         body["messages"] = wire_messages(messages, system)
@@ -287,6 +290,16 @@ def response_format(output: OutputSchema) -> dict[str, Any]:
         json_schema["description"] = output.description
     json_schema["strict"] = output.strict
     return {"type": "json_schema", "json_schema": json_schema}
+
+
+def _reply_format(
+    tools: Sequence[ToolDefinition], choice: str | None, grammar: bool
+) -> dict[str, Any]:
+    """The ``response_format`` of a JSON-protocol request (any object without a grammar)."""
+    if not grammar:
+        return {"type": "json_object"}
+    schema = json_protocol.reply_schema(tools, choice)
+    return {"type": "json_schema", "json_schema": {"name": "tool_protocol_reply", "schema": schema}}
 
 
 def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) -> None:
