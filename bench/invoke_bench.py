@@ -1,18 +1,22 @@
 """Benchmark of the direct invoke API: what the HTTP layer adds to an agent turn.
 
 Run with ``python bench/invoke_bench.py [--requests 5000] [--concurrency 50]``. The model is
-an in-process fake that answers at once, so every figure is the cost of the layers around it:
+an in-process fake that answers at once (or after ``--model-ms``), so every figure is the cost
+of the layers around it:
 
 - ``agent.run``: ``await agent.run(message)``, the floor;
 - ``invoke()``: the plain function (request checks, model and tool look-up, the run);
 - ``ASGI app``: the Starlette app called directly with an in-memory request (routing, body
   reading, JSON parsing and encoding, disconnect watching), no sockets;
-- ``HTTP (uvicorn)``: the app served by uvicorn in its own process, driven by minimal
-  asyncio HTTP/1.1 clients over keep-alive connections on 127.0.0.1 (the server and the
-  clients pinned to different cores when ``taskset`` exists). Its CPU column is the server
-  process's CPU per request. uvicorn parses HTTP with h11 (pure Python), or with httptools
-  and runs on uvloop when they are installed (``pip install 'uvicorn[standard]'``); the
-  report says which.
+- ``uvicorn alone``: uvicorn serving an ASGI app that answers a fixed body, no agent: the
+  floor of the HTTP server itself;
+- ``HTTP (uvicorn)``: the app served by uvicorn in its own process (as `serve` runs it),
+  driven by minimal asyncio HTTP/1.1 clients over keep-alive connections on 127.0.0.1 (the
+  server and the clients pinned to different cores when ``taskset`` exists).
+
+For the last two, the CPU column is the server process's CPU per request, and the clients'
+is reported apart. uvicorn parses HTTP with h11 (pure Python), or with httptools and runs on
+uvloop when they are installed (the ``server`` extra brings both); the report says which.
 
 Each mode runs at concurrency 1 (per-request latency) and at ``--concurrency`` (throughput
 and latency under load); each figure is the median of ``--rounds`` rounds (the machine may
@@ -52,6 +56,7 @@ BODY = json.dumps({"message": "Say done."}).encode()
 _LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 Call = Callable[[], Awaitable[str]]
 HTTP = "HTTP (uvicorn)"
+BARE = "uvicorn alone"
 
 
 class FakeModel(BaseLLMClient):
@@ -252,9 +257,9 @@ async def measure_http(address: str, pid: int, requests: int, concurrency: int) 
     return result
 
 
-def start_server(model_ms: float) -> tuple[subprocess.Popen[str], str]:
+def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [*pinned(0), sys.executable, str(HERE), "--serve", "--model-ms", str(model_ms)],
+        [*pinned(0), sys.executable, str(HERE), *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -276,6 +281,24 @@ def serve_forever(model_ms: float) -> None:
     """The server process: the app on 127.0.0.1, a free port, no access log."""
     app = create_app(model=FakeModel(model_ms / 1000))
     serve(app, host="127.0.0.1", port=0, log_level="info", access_log=False)
+
+
+def serve_bare() -> None:
+    """The HTTP server alone: an ASGI app that reads the body and answers a fixed one."""
+    import uvicorn
+
+    answer = json.dumps({"text": "done"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    uvicorn.run(app, host="127.0.0.1", port=0, log_level="info", access_log=False, lifespan="off")
 
 
 # ---- the report ------------------------------------------------------------------------
@@ -305,19 +328,23 @@ async def in_process(args: argparse.Namespace) -> Rows:
 
 
 async def over_http(args: argparse.Namespace) -> Rows:
-    server, address = start_server(args.model_ms)
-    try:
-        return {
-            (HTTP, level): await median_of(
-                args.rounds, partial(measure_http, address, server.pid, requests, level)
-            )
-            for level, requests in levels(args)
-        }
-    finally:
-        server.terminate()
-        server.wait(10)
-        if server.stderr is not None:
-            server.stderr.close()
+    rows: Rows = {}
+    for name, server_args in (
+        (BARE, ["--serve-bare"]),
+        (HTTP, ["--serve", "--model-ms", str(args.model_ms)]),
+    ):
+        server, address = start_server(*server_args)
+        try:
+            for level, requests in levels(args):
+                rows[name, level] = await median_of(
+                    args.rounds, partial(measure_http, address, server.pid, requests, level)
+                )
+        finally:
+            server.terminate()
+            server.wait(10)
+            if server.stderr is not None:
+                server.stderr.close()
+    return rows
 
 
 def report(rows: Rows, concurrency: int) -> None:
@@ -347,6 +374,11 @@ def report(rows: Rows, concurrency: int) -> None:
         f"{concurrency} clients: {http['cpu_ms_per_request'] * concurrency:.1f} ms, the p50 "
         "of a saturated server"
     )
+    bare = rows[BARE, concurrency]
+    print(
+        f"- uvicorn alone (no app, a fixed answer): {bare['cpu_ms_per_request']:.3f} ms of "
+        f"CPU per request, p50 {bare['p50_ms']:.3f} ms at {concurrency} clients"
+    )
     print(
         f"- the HTTP clients' CPU per request at {concurrency} clients: "
         f"{http['client_cpu_ms_per_request']:.3f} ms (in their own process)"
@@ -361,9 +393,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="median of this many rounds")
     parser.add_argument("--model-ms", type=float, default=0.0, help="the model's latency")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve_forever(args.model_ms)
+        return
+    if args.serve_bare:
+        serve_bare()
         return
     if pinned(1):
         os.sched_setaffinity(0, {1})

@@ -66,7 +66,9 @@ def test_the_invoke_benchmark_runs() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     modes = [row.split("|")[1].strip() for row in rows[1:]]
     assert modes == [
-        m for m in ("agent.run", "invoke()", "ASGI app", "HTTP (uvicorn)") for _ in "12"
+        m
+        for m in ("agent.run", "invoke()", "ASGI app", "uvicorn alone", "HTTP (uvicorn)")
+        for _ in "12"
     ]
     clients = [line.split("|")[1].strip() for line in added.splitlines() if line.startswith("| ")]
     assert clients == ["clients", "1", "4"]
