@@ -150,12 +150,10 @@ def asgi_call(model: FakeModel) -> Call:
 # ---- measuring -------------------------------------------------------------------------
 
 
-async def measure(call: Call, requests: int, concurrency: int) -> dict[str, float]:
-    """Run `requests` calls with `concurrency` workers; latency percentiles and rate."""
-    for _ in range(50):  # warm up
-        assert await call() == "done"
+async def run_calls(call: Call, count: int, concurrency: int) -> list[float]:
+    """Make `count` calls with `concurrency` workers; the latency of each."""
     latencies: list[float] = []
-    remaining = requests
+    remaining = count
 
     async def worker() -> None:
         nonlocal remaining
@@ -166,9 +164,16 @@ async def measure(call: Call, requests: int, concurrency: int) -> dict[str, floa
             latencies.append(time.perf_counter() - started)
             assert text == "done", text
 
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+async def measure(call: Call, requests: int, concurrency: int) -> dict[str, float]:
+    """Run `requests` calls with `concurrency` workers; latency percentiles and rate."""
+    await run_calls(call, 50, concurrency)  # warm up
     cpu = time.process_time()
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    latencies = await run_calls(call, requests, concurrency)
     elapsed = time.perf_counter() - started
     cpu_ms = (time.process_time() - cpu) * 1000 / requests
     return summary(latencies, elapsed, cpu_ms)
