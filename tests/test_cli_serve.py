@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import shutil
 import socket
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +87,39 @@ def test_serve_answers_an_invoke_and_a_stream_and_stops_on_sigterm(
     assert "Finished server process" in log
     assert "Traceback" not in log
     assert TOKEN not in log
+
+
+# ---- the event loop and the HTTP parser ------------------------------------------------------
+
+
+def test_serve_runs_on_the_fastest_loop_and_parser_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvloop's loop and httptools when installed (the server extra), else asyncio's and h11."""
+    loops: list[str] = []
+
+    async def served_at_once(app: object, *, host: str, port: int) -> None:
+        loops.append(type(asyncio.get_running_loop()).__module__)
+
+    monkeypatch.setattr("glassagent.cli._serve.aserve", served_at_once)
+    assert glassagent.cli.main(serve()) == 0
+    uvloop = importlib.util.find_spec("uvloop") is not None
+    assert loops[0].startswith("uvloop") == uvloop
+    parser = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    assert f"(HTTP: {parser} on {'uvloop' if uvloop else 'asyncio'})" in capsys.readouterr().err
+
+
+def test_serve_runs_on_asyncio_with_a_uvloop_without_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uvloop older than 0.18 has no ``uvloop.run``: the serve command keeps asyncio's loop."""
+    loops: list[str] = []
+
+    async def served_at_once(app: object, *, host: str, port: int) -> None:
+        loops.append(type(asyncio.get_running_loop()).__module__)
+
+    monkeypatch.setattr("glassagent.cli._serve.aserve", served_at_once)
+    monkeypatch.setitem(sys.modules, "uvloop", types.ModuleType("uvloop"))
+    assert glassagent.cli.main(serve()) == 0
+    assert loops[0].startswith("asyncio")
 
 
 # ---- bad input: one line, exit code 2, nothing served ----------------------------------------

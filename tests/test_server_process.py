@@ -53,15 +53,22 @@ def test_a_served_process_streams_a_turn_and_stops(
 
 def test_the_invoke_benchmark_runs() -> None:
     bench = TESTS.parent / "bench" / "invoke_bench.py"
+    args = ["--requests", "20", "--single-requests", "10", "--concurrency", "4", "--rounds", "1"]
     out = subprocess.run(
-        [sys.executable, str(bench), "--requests", "20", "--concurrency", "4", "--rounds", "1"],
+        [sys.executable, str(bench), *args, "--model-ms", "1"],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert "the model answers after 1 ms" in out.stdout
+    table, added = out.stdout.split("What HTTP adds over invoke():")
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
     modes = [row.split("|")[1].strip() for row in rows[1:]]
     assert modes == [
-        m for m in ("agent.run", "invoke()", "ASGI app", "HTTP (uvicorn)") for _ in "12"
+        m
+        for m in ("agent.run", "invoke()", "ASGI app", "uvicorn alone", "HTTP (uvicorn)")
+        for _ in "12"
     ]
+    clients = [line.split("|")[1].strip() for line in added.splitlines() if line.startswith("| ")]
+    assert clients == ["clients", "1", "4"]

@@ -130,14 +130,9 @@ async def _chat_list(request: Request) -> Response:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed `limit` bytes."""
-    too_large = InvokeError(
-        f"The request body exceeds the server's limit of {limit} bytes.",
-        status=413,
-        code="too_large",
-    )
     declared = request.headers.get("content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise too_large
+        raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     while True:  # straight from ASGI: Request.stream() costs more than the JSON parsing
@@ -147,10 +142,18 @@ async def _read_body(request: Request, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise too_large
+            raise _too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _too_large(limit: int) -> InvokeError:
+    return InvokeError(
+        f"The request body exceeds the server's limit of {limit} bytes.",
+        status=413,
+        code="too_large",
+    )
 
 
 async def _invoke(request: Request) -> Response:

@@ -12,7 +12,7 @@ from typing import TextIO
 from glassagent import __version__
 from glassagent.cli._options import Options, ServeOptions, UsageError, parse
 from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
-from glassagent.cli._serve import serve_command
+from glassagent.cli._serve import run_serving, serve_command
 from glassagent.cli._session import (
     EXIT_ABORTED,
     EXIT_BAD_INPUT,
@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     errors = human_view(sys.stderr, colour=_is_terminal(sys.stderr))
     try:
+        if isinstance(options, ServeOptions):  # on uvloop when it is installed
+            return run_serving(_run(options, errors))
         return asyncio.run(_run(options, errors))
     except BadInput as exc:
         errors.note(f"glassagent: {exc}", "red")
