@@ -109,17 +109,24 @@ def test_serve_runs_on_the_fastest_loop_and_parser_installed(
     assert f"(HTTP: {parser} on {'uvloop' if uvloop else 'asyncio'})" in capsys.readouterr().err
 
 
-def test_serve_runs_on_asyncio_with_a_uvloop_without_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A uvloop older than 0.18 has no ``uvloop.run``: the serve command keeps asyncio's loop."""
+@pytest.mark.parametrize("uvloop", [types.ModuleType("uvloop"), None], ids=["old", "missing"])
+def test_serve_runs_on_asyncio_without_a_usable_uvloop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], uvloop: object
+) -> None:
+    """A uvloop older than 0.18 has no ``uvloop.run``; without uvloop the import fails.
+
+    Either way the serve command keeps asyncio's loop.
+    """
     loops: list[str] = []
 
     async def served_at_once(app: object, *, host: str, port: int) -> None:
         loops.append(type(asyncio.get_running_loop()).__module__)
 
     monkeypatch.setattr("glassagent.cli._serve.aserve", served_at_once)
-    monkeypatch.setitem(sys.modules, "uvloop", types.ModuleType("uvloop"))
+    monkeypatch.setitem(sys.modules, "uvloop", uvloop)  # None: `import uvloop` raises
     assert glassagent.cli.main(serve()) == 0
     assert loops[0].startswith("asyncio")
+    assert "on asyncio)" in capsys.readouterr().err
 
 
 # ---- bad input: one line, exit code 2, nothing served ----------------------------------------
