@@ -23,6 +23,9 @@ CostSource = Literal["profile", "genai-prices", "mixed"]
 
 _MILLION = Decimal(1_000_000)
 _PRICE_NAMES = ("input", "output", "thinking", "cached_input", "cache_write")
+_UNKNOWN_TO_GENAI_PRICES: dict[tuple[str, str | None], str] = {}
+"""Why genai-prices could not price a (model, provider): it is asked once per process."""
+_UNKNOWN_MAX = 1024
 
 # glassagent provider name -> genai-prices provider id
 _GENAI_PROVIDERS = {"anthropic": "anthropic", "gemini": "google", "openai": "openai"}
@@ -204,6 +207,8 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         "output_reasoning_tokens": usage.thinking_tokens,
     }
     provider_id = _GENAI_PROVIDERS.get((provider or "").lower())
+    if (reason := _UNKNOWN_TO_GENAI_PRICES.get((model, provider_id))) is not None:
+        return Cost(None, reason=reason)  # looked up once per process: ~40 µs a call saved
     try:
         calculation = genai_prices.calc_price(
             genai_prices.Usage(**{key: value for key, value in counts.items() if value}),
@@ -212,6 +217,8 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         )
     except Exception as exc:  # genai-prices raises LookupError for a model it does not know
         reason = f"no pricing for {model!r} in a profile, nor in genai-prices: {exc}"
+        if isinstance(exc, LookupError) and len(_UNKNOWN_TO_GENAI_PRICES) < _UNKNOWN_MAX:
+            _UNKNOWN_TO_GENAI_PRICES[(model, provider_id)] = reason
         return Cost(None, reason=reason)
     version = getattr(genai_prices, "__version__", "?")
     return Cost(
