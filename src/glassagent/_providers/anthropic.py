@@ -49,6 +49,9 @@ class AnthropicClient(BaseLLMClient):
             ``https://api.anthropic.com``.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read and whether remote ones are
@@ -56,7 +59,9 @@ class AnthropicClient(BaseLLMClient):
             PDFs go by URL; other remote files need downloads allowed.
 
     Raises:
-        ConfigurationError: When Anthropic's own URL is used without an API key.
+        ConfigurationError: When Anthropic's own URL is used without an API key, or for a
+            ``max_connections`` that is not a positive integer or comes with an
+            ``http_client``.
     """
 
     provider_name = wire.PROVIDER
@@ -68,6 +73,7 @@ class AnthropicClient(BaseLLMClient):
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
     ) -> None:
@@ -93,6 +99,7 @@ class AnthropicClient(BaseLLMClient):
             http_client=http_client,
             secret=key or None,
             start_hint=_START_HINT,
+            max_connections=max_connections,
         )
 
     def get_masked_api_key(self) -> str:

@@ -60,6 +60,9 @@ class OllamaClient(BaseLLMClient):
             gets no key unless one is passed with it.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
@@ -70,7 +73,8 @@ class OllamaClient(BaseLLMClient):
             `AttachmentPolicy()` when not given.
 
     Raises:
-        ConfigurationError: For an unknown tool protocol.
+        ConfigurationError: For an unknown tool protocol, or a ``max_connections`` that is
+            not a positive integer or comes with an ``http_client``.
     """
 
     provider_name = "ollama"
@@ -83,6 +87,7 @@ class OllamaClient(BaseLLMClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         tool_protocol: ToolProtocol = "auto",
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
@@ -108,6 +113,7 @@ class OllamaClient(BaseLLMClient):
             secret=self._secret,
             start_hint=_START_HINT,
             status_hook=self._model_missing,
+            max_connections=max_connections,
         )
 
     @property
@@ -311,6 +317,7 @@ class LlamaClient(OllamaClient):
         api_key: Sent as a bearer token; defaults to ``LLAMA_API_KEY``, then
             ``OLLAMA_API_KEY``, under the rule of `OllamaClient`.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
+        max_connections: The size of the client's own pool, as for `OllamaClient`.
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
         retry: How failed calls are retried, as for `OllamaClient`.
@@ -326,6 +333,7 @@ class LlamaClient(OllamaClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -334,6 +342,7 @@ class LlamaClient(OllamaClient):
             base_url=base_url,
             api_key=api_key,
             http_client=http_client,
+            max_connections=max_connections,
             tool_protocol="json",
             attachment_policy=attachment_policy,
             retry=retry,

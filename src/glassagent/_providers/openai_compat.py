@@ -57,6 +57,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             that want one); defaults to ``OPENAI_API_VERSION`` under the same rule as the key.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
@@ -66,8 +69,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             ``image_url`` URLs; other remote files need downloads allowed.
 
     Raises:
-        ConfigurationError: When OpenAI's own URL is used without an API key, or for an
-            unknown tool protocol.
+        ConfigurationError: When OpenAI's own URL is used without an API key, for an
+            unknown tool protocol, or for a ``max_connections`` that is not a positive
+            integer or comes with an ``http_client``.
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         organization: str | None = None,
         api_version: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         tool_protocol: Literal["native", "json"] = "native",
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
@@ -121,6 +126,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             http_client=http_client,
             secret=key or None,
             start_hint=wire.START_HINT,
+            max_connections=max_connections,
         )
 
     def get_masked_api_key(self) -> str:
