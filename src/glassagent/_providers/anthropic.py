@@ -23,7 +23,7 @@ from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import ANTHROPIC_API_BASE, resolve
 from glassagent._providers.http import mask_key
-from glassagent._providers.sse import sse_events
+from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
@@ -199,16 +199,17 @@ class AnthropicClient(BaseLLMClient):
         reader = wire.Reader(self._secret)
         events: list[Any] = []
         async with self._transport.stream(_PATH, body, limits) as response:
-            async for name, data in sse_events(self._transport.lines(response, _PATH)):
-                if reader.stopped:  # read to the end, so the connection goes back to the pool
-                    continue
-                ok, event = shapes.parse_json(data)
-                if not ok:
-                    detail = f"a malformed stream event {data[:200]!r}"
-                    raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)
-                events.append(event)
-                for part in reader.event(name, event):
-                    yield part
+            async for batch in event_batches(self._transport.line_batches(response, _PATH)):
+                for name, data in batch:
+                    if reader.stopped:  # read to the end: the connection goes back to the pool
+                        continue
+                    ok, event = shapes.parse_json(data)
+                    if not ok:
+                        detail = f"a malformed stream event {data[:200]!r}"
+                        raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)
+                    events.append(event)
+                    for part in reader.event(name, event):
+                        yield part
         if not reader.stopped:
             detail = "a stream that ended before message_stop"
             raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)

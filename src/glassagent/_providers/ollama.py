@@ -279,20 +279,21 @@ class OllamaClient(BaseLLMClient):
         reader = wire.Reader()
         chunks: list[Any] = []
         async with self._transport.stream(_CHAT, body, limits) as response:
-            async for line in self._transport.lines(response, _CHAT):
-                if reader.done or not line.strip():  # after `done`: read to the end,
-                    continue  # so the connection goes back to the pool
-                try:
-                    chunk = wire.check(shapes.loads(line), "a stream line")
-                except ValueError:
-                    raise ResponseParseError(
-                        f"Ollama sent a malformed stream line: {line[:200]!r}",
-                        provider=self.provider_name,
-                    ) from None
-                chunks.append(chunk)
-                for delta in reader.line(chunk):
-                    if not (json_mode and isinstance(delta, TextDelta)):
-                        yield delta
+            async for lines in self._transport.line_batches(response, _CHAT):
+                for line in lines:
+                    if reader.done or not line.strip():  # after `done`: read to the end,
+                        continue  # so the connection goes back to the pool
+                    try:
+                        chunk = wire.check(shapes.loads(line), "a stream line")
+                    except ValueError:
+                        raise ResponseParseError(
+                            f"Ollama sent a malformed stream line: {line[:200]!r}",
+                            provider=self.provider_name,
+                        ) from None
+                    chunks.append(chunk)
+                    for delta in reader.line(chunk):
+                        if not (json_mode and isinstance(delta, TextDelta)):
+                            yield delta
         if not reader.done:
             raise ResponseParseError(
                 "Ollama's stream ended before the answer was complete (no 'done' line).",

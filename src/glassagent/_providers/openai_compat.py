@@ -27,7 +27,7 @@ from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OPENAI_API_BASE, resolve
 from glassagent._providers.http import mask_key
 from glassagent._providers.openai_wire import wire_messages, wire_tools
-from glassagent._providers.sse import sse_events
+from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
@@ -244,19 +244,21 @@ class OpenAICompatibleClient(BaseLLMClient):
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(self._path, body, limits) as response:
-            async for event, data in sse_events(self._transport.lines(response, self._path)):
-                if done:  # read to the end, so the connection goes back to the pool
-                    continue
-                if data.strip() == "[DONE]":
-                    done = True
-                    continue
-                chunk = wire.decode_chunk(data, self.provider_name, self._secret)
-                chunks.append(chunk)
-                if event == "error" or "error" in chunk:
-                    raise wire.stream_error(chunk, self.provider_name, self._secret)
-                for part in reader.chunk(chunk):
-                    if not (json_mode and isinstance(part, TextDelta)):
-                        yield part
+            lines = self._transport.line_batches(response, self._path)
+            async for events in event_batches(lines):
+                for event, data in events:
+                    if done:  # read to the end, so the connection goes back to the pool
+                        continue
+                    if data.strip() == "[DONE]":
+                        done = True
+                        continue
+                    chunk = wire.decode_chunk(data, self.provider_name, self._secret)
+                    chunks.append(chunk)
+                    if event == "error" or "error" in chunk:
+                        raise wire.stream_error(chunk, self.provider_name, self._secret)
+                    for part in reader.chunk(chunk):
+                        if not (json_mode and isinstance(part, TextDelta)):
+                            yield part
         if not done and not reader.builder.finished:
             detail = "a stream that ended before the answer was complete"
             raise shapes.parse_error(self.provider_name, detail, secret=self._secret)

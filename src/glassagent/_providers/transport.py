@@ -23,6 +23,7 @@ from glassagent._providers import shapes
 from glassagent._providers.call import IDENTITY, CallLimits
 from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
 from glassagent._providers.pools import PerLoop
+from glassagent._providers.sse import LineSplitter
 
 if TYPE_CHECKING:
     import httpx
@@ -167,19 +168,27 @@ class HTTPTransport:
                 raise
         return await client.send(request, stream=True)
 
-    async def lines(self, response: httpx.Response, path: str) -> AsyncIterator[str]:
-        """The lines of a streamed body; a lost connection raises `ProviderUnavailableError`."""
-        iterator = response.aiter_lines()
+    async def line_batches(self, response: httpx.Response, path: str) -> AsyncIterator[list[str]]:
+        """The lines of a streamed body, a list per network piece that completes any.
+
+        Lines end as in ``str.splitlines`` (as httpx's ``aiter_lines``); a lost connection
+        raises `ProviderUnavailableError`.
+        """
+        iterator = response.aiter_text()
+        splitter = LineSplitter()
         failure: ProviderError | None = None
         while failure is None:
             try:
-                line = await iterator.__anext__()
+                text = await iterator.__anext__()
             except StopAsyncIteration:
+                if last := splitter.end():
+                    yield last
                 return
             except Exception as exc:
                 failure = self._failure(exc, path)
                 break
-            yield line
+            if lines := splitter.feed(text):
+                yield lines
         raise failure  # outside the handler, so the original is not its __context__
 
     async def _raise_for_status(self, response: httpx.Response, path: str) -> None:
