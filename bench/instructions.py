@@ -7,7 +7,8 @@ client process runs under ``valgrind --tool=callgrind`` twice, with a few and wi
 against bench/fake_server.py (which runs outside valgrind), and the difference divided by the
 extra calls is the count per call, free of start-up and import costs. Modes:
 
-- ``raw``: one chat-completions request with raw httpx (the floor);
+- ``raw`` / ``raw_stream``: one chat-completions request with raw httpx, read whole or
+  streamed line by line (the floors);
 - ``chat`` / ``stream``: one `OpenAICompatibleClient.chat` / ``stream`` call;
 - ``agent``: an agent run with K=10 tool calls, counted per model call (divided by K+1).
 
@@ -28,14 +29,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 K = 10
-MODES = ("raw", "chat", "stream", "agent")
+MODES = ("raw", "raw_stream", "chat", "stream", "agent")
 _WARM_UP = 5
 
 
-async def _raw(base_url: str, count: int) -> None:
+async def _raw(base_url: str, count: int, stream: bool) -> None:
     import httpx
-
-    from driver import COUNTER_TOOL
+    from driver import COUNTER_TOOL, _raw_call
     from measure import POOL, PROMPT
 
     limits = httpx.Limits(max_connections=POOL, max_keepalive_connections=POOL)
@@ -46,16 +46,14 @@ async def _raw(base_url: str, count: int) -> None:
     }
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
         for _ in range(count):
-            response = await http.post(f"{base_url}/v1/chat/completions", json=body)
-            response.raise_for_status()
-            response.json()["choices"][0]["message"]
+            await _raw_call(http, f"{base_url}/v1/chat/completions", body, stream)
 
 
 async def _client(mode: str, base_url: str, count: int) -> None:
+    from measure import PROMPT, counter
+
     from glassagent import Agent, Message, tool
     from glassagent.llm import OpenAICompatibleClient
-
-    from measure import PROMPT, counter
 
     client = OpenAICompatibleClient(f"bench-k{K}", base_url=f"{base_url}/v1", api_key="")
     counter_tool = tool(counter)
@@ -78,7 +76,10 @@ def inner(mode: str, base_url: str, count: int) -> None:
     sys.path.insert(0, str(HERE))
 
     async def main() -> None:
-        work: Any = _raw if mode == "raw" else (lambda u, n: _client(mode, u, n))
+        if mode.startswith("raw"):
+            work: Any = lambda u, n: _raw(u, n, mode == "raw_stream")  # noqa: E731
+        else:
+            work = lambda u, n: _client(mode, u, n)  # noqa: E731
         await work(base_url, _WARM_UP)
         await work(base_url, count)
 
