@@ -177,6 +177,27 @@ def test_a_model_genai_prices_does_not_know_is_unpriced() -> None:
     assert "nor in genai-prices" in (cost.reason or "")
 
 
+def test_an_unknown_model_is_looked_up_once_while_the_price_data_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prices = genai_prices()
+    asked: list[str] = []
+    calc_price = prices.calc_price
+
+    def counting(usage: object, model: str, **options: object) -> object:
+        asked.append(model)
+        return calc_price(usage, model, **options)
+
+    monkeypatch.setattr(prices, "calc_price", counting)
+    first = cost_of(Usage(input_tokens=1), None, model="acme-unknown-10", provider="openai")
+    again = cost_of(Usage(input_tokens=5), None, model="acme-unknown-10", provider="openai")
+    assert first == again
+    assert asked == ["acme-unknown-10"]
+    monkeypatch.setattr(prices.data_snapshot, "get_snapshot", lambda: object())  # updated
+    cost_of(Usage(input_tokens=1), None, model="acme-unknown-10", provider="openai")
+    assert asked == ["acme-unknown-10"] * 2
+
+
 def test_costs_add_up() -> None:
     a = cost_of(Usage(input_tokens=1000), profile(PLAIN))
     b = Cost(Decimal("0.5"), source="genai-prices", priced_as="x/y")
