@@ -129,9 +129,10 @@ class HTTPTransport:
     ) -> AsyncIterator[httpx.Response]:
         """POST `body` and yield the open response; it is closed when the block exits.
 
-        Error statuses raise before the block is entered. Use `lines` to read the body, so
-        that a connection lost mid-stream raises a typed error too. Waiting for the answer
-        and each read of its body are bounded by `limits`, and so is the body's size.
+        Error statuses raise before the block is entered. Use `line_batches` to read a
+        streamed body, so that a connection lost mid-stream raises a typed error too.
+        Waiting for the answer and each read of its body are bounded by `limits`, and so is
+        the body's size.
         """
         client = await self._client()
         url = self.base_url + path
