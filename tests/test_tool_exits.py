@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -390,7 +392,6 @@ async def test_a_timed_out_sync_tool_reports_no_progress_after_its_call_ended() 
     release.set()
 
 
-
 async def test_a_hung_sync_tool_delays_no_other_call() -> None:
     release = threading.Event()
 
@@ -434,3 +435,34 @@ def test_worker_threads_are_reused_one_per_running_job() -> None:
         assert other.wait(10)
     finally:
         release.set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_sync_tools_on_threads_of_its_own() -> None:
+    def where() -> str:
+        """Says hello."""
+        return "hello"
+
+    def one_run() -> str:
+        client = answer_after(ToolCall("c1", "where", {}))
+        return asyncio.run(Agent(client, [tool(where)]).run("go")).text
+
+    assert one_run() == "done"
+    time.sleep(0.1)  # the parent's worker thread has counted itself idle
+    with warnings.catch_warnings():  # Python 3.12+ warns of forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            code = 0 if one_run() == "done" else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while (status := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if status[0] == 0:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    assert status[0] == child
+    assert os.waitstatus_to_exitcode(status[1]) == 0

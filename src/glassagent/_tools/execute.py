@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import os
 import queue
 import threading
 import time
@@ -108,6 +109,16 @@ class _Workers:
 
 
 _WORKERS = _Workers()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's threads are gone, so start with none."""
+    global _WORKERS
+    _WORKERS = _Workers()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Outcome]:
