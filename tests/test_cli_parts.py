@@ -24,6 +24,7 @@ from glassagent.events import (
     FunctionExecutionCompleteEvent,
     LLMResponseEvent,
     LLMRetryEvent,
+    OutputRetryEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
     ToolExecution,
@@ -198,6 +199,8 @@ def test_calls_progress_and_results_are_shown_and_cut() -> None:
     view.show(FunctionExecutionCompleteEvent(**IDS, execution=declined))
     retry = {"iteration": 1, "attempt": 1, "delay": 2.0, "error_type": "RateLimitError"}
     view.show(LLMRetryEvent(**IDS, **retry, error="busy\nnow"))
+    errors = ("population: Field required", "name: Input should be a valid string")
+    view.show(OutputRetryEvent(**IDS, iteration=1, attempt=1, text="{}", errors=errors))
     shown = out.getvalue().splitlines()
     assert shown[0].startswith('-> write_file(path="a.py", content="xxx')
     assert shown[0].endswith("...)")
@@ -212,6 +215,8 @@ def test_calls_progress_and_results_are_shown_and_cut() -> None:
         "    Error: no",
         "  !! read_file declined",
         "* retry 1 in 2.0 s: busy now",
+        "* not valid output, asked again: population: Field required; name: Input should be "
+        "a valid string",
     ]
 
 

@@ -102,6 +102,13 @@ SAMPLES: list[ev.BaseEvent] = [
         status=429,
         **COMMON,
     ),
+    ev.OutputRetryEvent(
+        iteration=2,
+        attempt=1,
+        text='{"name": "Paris", "population": "many"}',
+        errors=("population: Input should be a valid integer",),
+        **COMMON,
+    ),
     ev.ContextSelectionEvent(
         scores=(
             ev.ContextScore("tasks", 90, 80, "selected", duration_ms=0.5),

@@ -131,8 +131,42 @@ async def test_a_native_tool_call_through_the_agent(server: LocalServer) -> None
 
 
 async def test_the_json_tool_protocol_against_the_same_server(server: LocalServer) -> None:
-    events = await agent_events(server, tool_protocol="json")
+    events = await agent_events(server, tool_protocol="json", json_grammar=False)
     assert_first_call_is_add_17_25(events)
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers.
+
+    Args:
+        a: The first factor.
+        b: The second factor.
+    """
+    return a * b
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The current weather in a city.
+
+    Args:
+        city: The city's name, e.g. "Paris".
+    """
+    return f"Sunny in {city}."
+
+
+async def test_the_grammar_constrained_json_protocol_yields_a_parsed_call(
+    server: LocalServer,
+) -> None:
+    # Unconstrained (json_grammar=False), this model has stopped after its thought on this
+    # request: '{"thought": "To call the tool, reply: {"}', no call.
+    tools = [add.definition, multiply.definition, get_weather.definition]
+    async with server.client(tool_protocol="json") as client:
+        answer = await client.chat(user("Sum 31 and 11."), tools, settings=AGENT)
+    assert answer.raw_request["response_format"]["type"] == "json_schema"
+    assert answer.protocol_error is None, answer.text
+    assert [(c.name, c.input) for c in answer.tool_calls] == [("add", {"a": 31, "b": 11})]
 
 
 async def test_abort_mid_stream_keeps_the_server_healthy(server: LocalServer) -> None:
@@ -159,3 +193,28 @@ async def test_a_server_killed_mid_request_is_unavailable_not_a_hang() -> None:
 
         with pytest.raises(ProviderUnavailableError):
             await asyncio.wait_for(consume(), 60)
+
+
+async def test_a_call_of_a_tool_that_does_not_exist_is_corrected_not_an_outage(
+    server: LocalServer,
+) -> None:
+    # Told to use a "multiply" tool it is not offered, the model writes a call llama.cpp's
+    # parser cannot read; the server sends an error instead of an answer.
+    async with server.client() as client:
+        agent = Agent(
+            client,
+            [add],
+            system="Always call the multiply tool to multiply. Reply only with a tool call.",
+            max_iterations=2,
+            settings=ModelSettings(temperature=0, max_tokens=80),
+        )
+        events = [e async for e in agent.run("What is 6 times 7? Use the multiply tool.")]
+    responses = [e for e in events if e.type == "llm_response"]
+    assert responses[0].protocol_error is not None, [e.to_dict() for e in responses]
+    assert "does not match the expected" in responses[0].protocol_error
+    requests = [e for e in events if e.type == "llm_request"]
+    assert len(requests) == 2
+    assert "The tools that exist are: add." in requests[1].messages[-1].content
+    assert not [e for e in events if e.type == "llm_retry"]
+    last = events[-1]
+    assert last.type == "complete" or last.error_type == "MaxIterationsExceeded"

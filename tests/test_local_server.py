@@ -5,6 +5,7 @@ it serves ``/health`` and a canned chat completion like llama.cpp's server does.
 """
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -14,11 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+import respx
 
-from glassagent import Message
+from glassagent import Agent, Message, ModelSettings
 from glassagent.errors import AuthenticationError, UserError
-from glassagent.llm import LLMResponse
+from glassagent.events import LLMResponseEvent
+from glassagent.llm import LLMResponse, ToolDefinition
 from glassagent.local import (
     DEFAULT_MODEL,
     LocalServer,
@@ -104,6 +108,26 @@ async def test_async_server_hands_out_clients_for_itself(
         pid = server.pid
     assert gone(pid)
     assert not caplog.records  # fast calls: no hint
+
+
+async def test_clients_constrain_json_protocol_replies_to_the_protocol_schema(
+    tmp_path: Path,
+) -> None:
+    add = ToolDefinition(
+        "add", "Add.", {"type": "object", "properties": {"a": {"type": "integer"}}}
+    )
+    hi = [Message(role="user", content="hi")]
+    async with LocalServer(gguf(tmp_path, "tiny-model.gguf")) as server:
+        async with server.client(tool_protocol="json") as client:
+            assert client.json_grammar
+            constrained = await client.chat(hi, [add])
+        async with server.client(tool_protocol="json", json_grammar=False) as client:
+            free = await client.chat(hi, [add])
+    fmt = constrained.raw_request["response_format"]
+    assert fmt["type"] == "json_schema"
+    schema = fmt["json_schema"]["schema"]
+    assert schema["anyOf"][0]["properties"]["tool_call"]["properties"]["input"] == add.parameters
+    assert free.raw_request["response_format"] == {"type": "json_object"}
 
 
 async def test_the_server_requires_its_key_and_the_clients_carry_it(tmp_path: Path) -> None:
@@ -286,3 +310,49 @@ def test_the_server_does_not_outlive_its_parent(tmp_path: Path, fake_xllamacpp: 
         time.sleep(0.05)
     assert gone(pid)
     assert logs_left(fake_xllamacpp) == []  # the orphaned server removed its own log
+
+
+async def test_a_named_tool_choice_goes_to_llama_cpp_as_that_tool_alone_required(
+    tmp_path: Path,
+) -> None:
+    # llama.cpp's server reads tool_choice as a string (auto/none/required) and quietly
+    # takes OpenAI's {"type": "function", ...} form as "auto"; the client sends what it reads.
+    schema = {"type": "object", "properties": {}}
+    tools = [ToolDefinition("add", "Add.", schema), ToolDefinition("sub", "Subtract.", schema)]
+    completion = {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ]
+    }
+    hi = [Message(role="user", content="hi")]
+    model = gguf(tmp_path, "tiny-model.gguf")
+    async with (
+        LocalServer(model, threads=1) as server,
+        server.client() as client,
+        respx.mock,
+    ):
+        route = respx.post(server.base_url + "/chat/completions")
+        route.mock(return_value=httpx.Response(200, json=completion))
+        await client.chat(hi, tools, settings=ModelSettings(tool_choice="sub"))
+        named = json.loads(route.calls[-1].request.content)
+        await client.chat(hi, tools, settings=ModelSettings(tool_choice="none"))
+        keyword = json.loads(route.calls[-1].request.content)
+    assert [t["function"]["name"] for t in named["tools"]] == ["sub"]
+    assert named["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in keyword["tools"]] == ["add", "sub"]
+    assert keyword["tool_choice"] == "none"
+
+
+async def test_a_local_client_records_the_wire_without_the_servers_key(tmp_path: Path) -> None:
+    async with LocalServer(gguf(tmp_path, "m.gguf")) as server:
+        async with server.client(record_wire=True) as client:
+            result = await Agent(client).run("hi")
+        key = server.api_key
+    event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
+    assert event.wire is not None
+    assert event.wire.streamed
+    assert event.wire.request["messages"] == [{"role": "user", "content": "hi"}]
+    assert event.wire.response  # the streamed chunks
+    recorded = json.dumps([e.to_dict() for e in result.events])
+    assert key not in recorded
+    assert "Authorization" not in recorded

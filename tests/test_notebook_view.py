@@ -14,6 +14,7 @@ import pytest
 from glassagent import Agent, LLMResponse, ToolCall, Usage
 from glassagent.errors import UserError
 from glassagent.events import Redactor, load_events
+from glassagent.llm import WireRecord
 from glassagent.testing import ScriptedClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,3 +228,16 @@ def test_the_docs_timeline_is_the_rendering_of_the_docs_recording() -> None:
         "GLASSAGENT_WRITE_DOCS=1 pytest tests/test_notebook_view.py -k docs_timeline"
     )
     assert "\n\n" not in page  # one HTML block for Markdown: no blank line ends it early
+
+
+async def test_recorded_wire_bodies_are_shown_collapsed_and_escaped() -> None:
+    wire = WireRecord(request={"q": HOSTILE}, response=[{"chunk": "one"}], streamed=True)
+    result = await Agent(ScriptedClient([LLMResponse("ok", wire=wire)])).run("hi")
+    page = result._repr_html_()
+    assert '<details class="ga-wire">' in page
+    assert "Wire: request and response bodies" in page
+    assert HOSTILE not in page
+    assert "&lt;script&gt;" in page
+    assert "&quot;chunk&quot;: &quot;one&quot;" in page
+    plain = await Agent(ScriptedClient(["ok"])).run("hi")
+    assert "ga-wire" not in plain._repr_html_()

@@ -305,7 +305,8 @@ async def test_auto_asks_the_server_once_and_picks_the_protocol(show_response, p
         assert "format" not in sent
     else:
         assert "tools" not in sent
-        assert sent["format"] == "json"
+        tool_call = sent["format"]["anyOf"][0]["properties"]["tool_call"]
+        assert tool_call["properties"]["input"] == ADD.parameters
         assert '"tool_call"' in sent["messages"][0]["content"]
 
 
@@ -473,7 +474,8 @@ async def test_llama_client_runs_two_rounds_with_the_json_protocol() -> None:
     assert {e.tool_protocol for e in events if e.type == "llm_request"} == {"json"}
     assert run.result.text == "The total is 43."
     third = body_of(route, 2)
-    assert third["format"] == "json"
+    tool_call = third["format"]["anyOf"][0]["properties"]["tool_call"]
+    assert tool_call["properties"]["name"] == {"type": "string", "enum": ["add"]}
     assert "tools" not in third
     messages = third["messages"]
     assert messages[0]["role"] == "system"

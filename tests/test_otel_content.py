@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from glassagent import Agent, LLMResponse, ToolCall
+from glassagent.events import Redactor
 from glassagent.otel import TracedRun, traced
 from glassagent.testing import ScriptedClient
 from otel_support import SECRET, add, attributes_of, boom, by_name
@@ -167,3 +168,28 @@ async def test_content_of_attachments_leaves_the_bytes_out(
             "uri": "https://example.com/report.pdf",
         },
     ]
+
+
+async def test_redact_defaults_to_the_agents_own_hook(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = ScriptedClient([f"Never tell anyone {SECRET}."])
+    agent = Agent(client, system=f"The code is {SECRET}.", redact=Redactor([SECRET]))
+    await traced(agent.run(f"What is {SECRET}?"), tracer_provider=provider, capture_content=True)
+
+    text = attributes_of(exporter.get_finished_spans())
+    assert SECRET not in text
+    assert "What is [redacted]?" in text
+    assert "Never tell anyone [redacted]." in text
+
+
+async def test_an_explicit_redact_replaces_the_agents_hook(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = Agent(ScriptedClient(["fine"]), redact=Redactor(["What"]))
+    run = agent.run(f"What is {SECRET}?")
+    await traced(run, tracer_provider=provider, capture_content=True, redact=Redactor([SECRET]))
+
+    text = attributes_of(exporter.get_finished_spans())
+    assert SECRET not in text
+    assert "What is [redacted]?" in text  # only the hook passed to traced() applied

@@ -123,6 +123,37 @@ async def test_active_tools_choose_among_the_servers_tools() -> None:
     assert offered == [["add", "shout"], ["shout"], [], ["add", "shout"]]
 
 
+async def test_params_tool_choice_reaches_the_model_or_names_the_missing_tool() -> None:
+    client = echo_client()
+    async with http(create_app(model=client, tools=[add, shout])) as api:
+        ok = await api.post(INVOKE, json={"message": "x", "params": {"tool_choice": "none"}})
+        missing = await api.post(
+            INVOKE,
+            json={
+                "message": "x",
+                "tools_config": {"active_tools": ["shout"]},
+                "params": {"tool_choice": "add"},
+            },
+        )
+        required = await api.post(
+            INVOKE,
+            json={
+                "message": "x",
+                "tools_config": {"active_tools": []},
+                "params": {"tool_choice": "required"},
+            },
+        )
+        typed = await api.post(INVOKE, json={"message": "x", "params": {"tool_choice": 3}})
+    assert ok.status_code == 200
+    assert [r.settings.tool_choice for r in client.requests if r.settings] == ["none"]
+    assert (missing.status_code, missing.json()["error"]["code"]) == (400, "unknown_tool")
+    assert "'add'" in missing.json()["error"]["message"]
+    assert "shout" in missing.json()["error"]["message"]
+    assert (required.status_code, required.json()["error"]["code"]) == (400, "unknown_tool")
+    assert typed.status_code == 422
+    assert len(client.requests) == 1  # refused turns never reached the model
+
+
 async def test_unknown_request_fields_are_ignored() -> None:
     async with http(create_app(model=echo_client())) as api:
         response = await api.post(INVOKE, json={"message": "x", "api_tier": "standard"})

@@ -6,6 +6,7 @@
 from glassagent._agent.act import ABORT_GRACE_SECONDS
 from glassagent._agent.agent import Agent, AttachmentLike
 from glassagent._agent.budget import Budget
+from glassagent._agent.hook import OnEvent
 from glassagent._agent.run import AgentRun
 from glassagent._core.result import BudgetLimit, RunResult, RunStopReason
 from glassagent._public import publish
@@ -17,6 +18,7 @@ __all__ = [
     "AttachmentLike",
     "Budget",
     "BudgetLimit",
+    "OnEvent",
     "RunResult",
     "RunStopReason",
 ]

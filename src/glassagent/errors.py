@@ -13,6 +13,7 @@ GlassAgentError
 │   ├── ProviderUnavailableError  408, 5xx, 529 or unreachable; retried
 │   │   └── ProviderTimeoutError  past the call's deadline or stalled (.kind, .seconds)
 │   ├── ResponseParseError        malformed body or truncated stream
+│   │   └── ToolCallFormatError   the server could not read the model's tool call; not retried
 │   └── ContentBlockedError       refused for safety or similar reasons (.reason)
 ├── ToolError                     raised by a tool to report a clean error to the model
 ├── MCPServerError                an MCP server failed to start, list or answer (.server)
@@ -22,6 +23,7 @@ GlassAgentError
 └── RunError                      a run ended without a final answer
     ├── MaxIterationsExceeded     the model kept calling tools (.max_iterations)
     ├── RunTimeoutError           the run took longer than the agent's run_timeout (.seconds)
+    ├── OutputValidationError     the answer never validated as the output_type (.text, .errors)
     └── RunAborted                run.abort() or cancellation (.reason)
 ```
 
@@ -40,6 +42,7 @@ from glassagent._core.errors import (
     HistoryValidationError,
     MaxIterationsExceeded,
     MCPServerError,
+    OutputValidationError,
     ProviderError,
     ProviderTimeoutError,
     ProviderUnavailableError,
@@ -49,6 +52,7 @@ from glassagent._core.errors import (
     RunAborted,
     RunError,
     RunTimeoutError,
+    ToolCallFormatError,
     ToolError,
     UserError,
     _rebuild,  # noqa: F401 - what pickles of errors call
@@ -67,6 +71,7 @@ __all__ = [
     "HistoryValidationError",
     "MCPServerError",
     "MaxIterationsExceeded",
+    "OutputValidationError",
     "ProviderError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
@@ -76,6 +81,7 @@ __all__ = [
     "RunAborted",
     "RunError",
     "RunTimeoutError",
+    "ToolCallFormatError",
     "ToolError",
     "UserError",
 ]

@@ -15,6 +15,9 @@ llm_request -> llm_retry* -> thinking_chunk* -> text_chunk* -> llm_response
 llm_request -> ... -> llm_response -> complete
 ```
 
+With ``Agent(output_type=...)``, an answer that is not valid output is followed by
+``output_retry`` and another ``llm_request``.
+
 and ends with exactly one of ``complete``, ``aborted``, ``error``, ``budget_exceeded`` or
 (a run with ``defer_approval=True``) ``awaiting_approval``.
 
@@ -42,6 +45,7 @@ from glassagent._core.events import (
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
+    OutputRetryEvent,
     SendingFunctionResponseEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
@@ -72,6 +76,7 @@ __all__ = [
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetryEvent",
+    "OutputRetryEvent",
     "Redact",
     "Redactor",
     "SendingFunctionResponseEvent",

@@ -9,7 +9,8 @@ Gemini on google-genai), `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, L
 `create_llm_client` makes one by provider name, including providers that other packages add
 through the ``glassagent.providers`` entry-point group or `register_provider`. Each takes an
 `AttachmentPolicy`, which says which local files attachments may read and whether remote
-ones are passed on or downloaded.
+ones are passed on or downloaded, and ``record_wire=True`` to attach each call's bodies to its
+answer (`WireRecord`), so ``llm_response`` events and recordings keep them.
 """
 
 from glassagent._core.attachments import AttachmentPolicy
@@ -30,8 +31,10 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
     Usage,
+    WireRecord,
 )
 from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
+from glassagent._core.output import OutputMode, OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
 from glassagent._providers.factory import create_llm_client, register_provider
@@ -56,6 +59,8 @@ __all__ = [
     "OllamaOptions",
     "OpenAICompatibleClient",
     "OpenAIOptions",
+    "OutputMode",
+    "OutputSchema",
     "ProviderOptions",
     "RetryNotice",
     "RetryPolicy",
@@ -68,6 +73,7 @@ __all__ = [
     "ToolDefinition",
     "ToolProtocol",
     "Usage",
+    "WireRecord",
     "create_llm_client",
     "register_provider",
 ]

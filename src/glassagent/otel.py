@@ -8,12 +8,15 @@ conventions (``gen_ai.operation.name``, ``gen_ai.request.model``,
 ``gen_ai.usage.input_tokens``, ...). Message content is exported only with
 ``capture_content=True``, after an optional ``redact`` hook. Spans go to the tracer
 provider the application configured (or the one passed); glassagent never installs one, so
-without it nothing is recorded or exported.
+without it nothing is recorded or exported. Runs you do not start yourself (``run_sync`` in
+a library, the invoke server's) are traced by an `EventTracer` given as the ``on_event``
+hook of the agent or of ``create_app``.
 """
 
+from glassagent._otel.hook import EventTracer
 from glassagent._otel.traced import INSTRUMENTATION, TracedRun, traced
 from glassagent._public import publish
 
-__all__ = ["INSTRUMENTATION", "TracedRun", "traced"]
+__all__ = ["EventTracer", "INSTRUMENTATION", "TracedRun", "traced"]  # noqa: RUF022 (plain sort)
 
-publish(__name__, globals(), ["TracedRun", "traced"])
+publish(__name__, globals(), ["EventTracer", "TracedRun", "traced"])

@@ -9,17 +9,22 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from glassagent._agent.approval import check_answers, pending_calls
 from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
+from glassagent._agent.output import output_spec
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
-from glassagent._core.result import RunResult
+from glassagent._core.output import FINAL_TOOL
+from glassagent._core.result import OutputT, RunResult
+from glassagent._core.tool_choice import check_against as check_tool_choice
 from glassagent._tools.context import DepsT
 from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
 from glassagent._tools.tool import Tool, as_tool, check_approval_rule
 
 if TYPE_CHECKING:
+    from glassagent._agent.hook import OnEvent
+    from glassagent._core.output import OutputMode
     from glassagent._history.tree import History
     from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
@@ -36,8 +41,12 @@ def _attachment(item: AttachmentLike) -> Attachment:
     return item if isinstance(item, Attachment) else Attachment.from_path(item)
 
 
-class Agent(Generic[DepsT]):
+class Agent(Generic[DepsT, OutputT]):
     """A model client plus tools: runs the Think -> Act -> Observe loop, streaming events.
+
+    The agent is generic in the type of its runs' output: ``Agent(client,
+    output_type=Invoice)`` runs return a ``RunResult[Invoice]`` whose ``output`` is a
+    validated ``Invoice`` (see "Structured output"); without `output_type` it is the text.
 
     Example:
         ```python
@@ -50,11 +59,14 @@ class Agent(Generic[DepsT]):
     __slots__ = (
         "_context_tools",
         "_definitions",
+        "_output",
         "_tools",
         "budget",
         "client",
         "context_settings",
         "max_iterations",
+        "on_event",
+        "output_type",
         "redact",
         "requires_approval",
         "run_timeout",
@@ -78,6 +90,10 @@ class Agent(Generic[DepsT]):
         budget: Budget | None = None,
         requires_approval: bool | ApprovalPolicy = False,
         redact: Redact | None = None,
+        on_event: OnEvent | None = None,
+        output_type: type[OutputT] | None = None,
+        output_retries: int = 2,
+        output_mode: OutputMode | None = None,
     ) -> None:
         """Create an agent.
 
@@ -106,11 +122,30 @@ class Agent(Generic[DepsT]):
             redact: A hook every event dict passes through before it is recorded
                 (``save_events``), shown (the notebook view) or exported; the events the
                 program sees are not changed (`glassagent.events.Redact`, e.g. a `Redactor`).
+            on_event: A function given each event of every run of the agent as the run
+                emits it: also of runs nobody iterates (``await agent.run(...)``,
+                `run_sync`, the runs of the invoke server), e.g. to trace them
+                (`glassagent.otel.EventTracer`) or record them. A plain function is called
+                at once; an ``async`` one is awaited in event order, and the run ends only
+                after it has seen the last event. When it raises, the failure is logged on
+                the ``glassagent`` logger and the run goes on unchanged. It gets the event
+                itself, not passed through `redact`.
+            output_type: The type every run's answer must have: a pydantic model, a
+                dataclass, a ``TypedDict`` or a type such as ``list[str]``; the run's
+                `RunResult.output` is a validated instance (`None` or ``str``: plain text).
+            output_retries: How often an invalid answer goes back to the model with the
+                validation errors before the run fails with `OutputValidationError`.
+            output_mode: How the answer is asked for: ``"native"`` (the provider's
+                constrained mode), ``"tool"`` (a final-answer tool) or ``"prompted"`` (the
+                schema in the system prompt); `None`: the client's choice
+                (`BaseLLMClient.output_mode`).
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
-                is not a `Budget`, a `requires_approval` that is not a bool or callable, or
-                a `redact` that is not callable.
+                is not a `Budget`, a `requires_approval` that is not a bool or callable, a
+                `redact` or `on_event` that is not callable, a ``settings.tool_choice``
+                naming a tool the agent does not have, an `output_type` without a JSON
+                Schema, or a tool named ``final_result`` next to an `output_type`.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -122,9 +157,13 @@ class Agent(Generic[DepsT]):
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
-        if redact is not None and not callable(redact):
-            raise UserError(f"`redact` must be callable, got {type(redact).__name__}.")
+        for name, hook in (("redact", redact), ("on_event", on_event)):
+            if hook is not None and not callable(hook):
+                raise UserError(f"`{name}` must be callable, got {type(hook).__name__}.")
         by_name = _tools_by_name(tools)
+        spec = output_spec(output_type or str, output_retries, output_mode)
+        if spec is not None and FINAL_TOOL in by_name:
+            raise UserError(f"The tool name {FINAL_TOOL!r} is reserved for an agent's output.")
         self.client: BaseLLMClient = client
         """The model backend."""
         self.system: str | None = system
@@ -143,9 +182,15 @@ class Agent(Generic[DepsT]):
         """Which calls need approval, besides those whose tool requires it."""
         self.redact: Redact | None = redact
         """The hook recordings, views and exports pass event dicts through (`None`: none)."""
+        self.on_event: OnEvent | None = on_event
+        """The hook given each event of every run as it is emitted (`None`: none)."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
+        check_tool_choice(self.settings.tool_choice, list(by_name))
         self._context_tools = _context_tools(context_tools)
+        self._output = spec
+        self.output_type: type[OutputT] | None = output_type
+        """The type of the runs' output (`None`: plain text)."""
         self.context_settings: ContextSettings | None = context_settings
         """How context tools are selected and placed (`None`: the defaults)."""
 
@@ -170,7 +215,7 @@ class Agent(Generic[DepsT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> AgentRun:
+    ) -> AgentRun[OutputT]:
         """Start a run; iterate the result for events, or await it for the `RunResult`.
 
         Nothing happens until the run is iterated or awaited.
@@ -195,8 +240,9 @@ class Agent(Generic[DepsT]):
                 `AgentRun.deny`.
 
         Raises:
-            UserError: When both `messages` and `history` are given, or `append_to_history`
-                without a `history`.
+            UserError: When both `messages` and `history` are given, `append_to_history`
+                without a `history`, or a ``settings.tool_choice`` naming a tool the agent
+                does not have.
             AttachmentError: When the history's attachment policy refuses an attachment of
                 its thread.
         """
@@ -217,14 +263,14 @@ class Agent(Generic[DepsT]):
 
     def resume(
         self,
-        previous: RunResult | History | Sequence[Message],
+        previous: RunResult[Any] | History | Sequence[Message],
         approvals: Mapping[str, ApprovalAnswer] | None = None,
         *,
         append_to_history: bool = False,
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> AgentRun:
+    ) -> AgentRun[OutputT]:
         """Continue a run that ended ``awaiting_approval``, with a person's answers.
 
         The calls that waited are those of the conversation's last answer without a result;
@@ -279,12 +325,14 @@ class Agent(Generic[DepsT]):
         settings: ModelSettings | None,
         defer_approval: bool,
     ) -> RunConfig:
+        merged = self.settings.merge(settings)
+        check_tool_choice(merged.tool_choice, list(self._tools))
         return RunConfig(
             client=self.client,
             tools=self._tools,
             definitions=self._definitions,
             system=self.system,
-            settings=self.settings.merge(settings),
+            settings=merged,
             max_iterations=self.max_iterations,
             tool_timeout=self.tool_timeout,
             run_timeout=self.run_timeout,
@@ -297,6 +345,8 @@ class Agent(Generic[DepsT]):
             requires_approval=self.requires_approval,
             defer_approval=defer_approval,
             redact=self.redact,
+            on_event=self.on_event,
+            output=self._output,
         )
 
     def run_sync(
@@ -310,7 +360,7 @@ class Agent(Generic[DepsT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run to the end and return the `RunResult`, from plain code or inside a running loop.
 
         Every synchronous run executes on one long-lived event loop in a background thread,
@@ -359,7 +409,7 @@ def _tools_by_name(tools: Iterable[Tool | ContextTool | Callable[..., Any]]) -> 
 
 
 def _conversation_of(
-    previous: RunResult | History | Sequence[Message],
+    previous: RunResult[Any] | History | Sequence[Message],
 ) -> tuple[History | None, list[Message]]:
     """The conversation a resumed run continues, and the history it came from (if any)."""
     from glassagent._history.tree import History
@@ -379,5 +429,5 @@ def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:
     return checked
 
 
-async def _await(run: AgentRun) -> RunResult:
+async def _await(run: AgentRun[OutputT]) -> RunResult[OutputT]:
     return await run

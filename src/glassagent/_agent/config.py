@@ -10,6 +10,8 @@ from glassagent._core.errors import HistoryAppendError
 
 if TYPE_CHECKING:
     from glassagent._agent.budget import Budget
+    from glassagent._agent.hook import OnEvent
+    from glassagent._agent.output import OutputSpec
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.result import RunResult
@@ -48,9 +50,13 @@ class RunConfig:
     """End the run ``awaiting_approval`` rather than wait for calls without an approver."""
     redact: Redact | None = None
     """The hook recordings, views and exports of the run pass its events through."""
+    on_event: OnEvent | None = None
+    """The hook given each event of the run as it is emitted (`None`: none)."""
+    output: OutputSpec | None = None
+    """The structured output the run must end with (`None`: plain text)."""
 
 
-def append_turn(config: RunConfig, result: RunResult) -> None:
+def append_turn(config: RunConfig, result: RunResult[Any]) -> None:
     """Append the new messages of a run that did not fail to ``config.append_to``.
 
     A failed run leaves the history exactly as it was.

@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.events import ToolExecution
-from glassagent._core.messages import LLMResponse, Message, RetryNotice, ToolCall
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    RetryNotice,
+    ToolCall,
+    ToolDefinition,
+)
 from glassagent._core.result import ToolResult
 
 if TYPE_CHECKING:
+    from glassagent._core.errors import ToolCallFormatError
     from glassagent._tools.tool import Tool
+
+UNFORCED = ("auto", "none")
+"""Tool choices that do not make the model call a tool."""
 
 
 @dataclass(frozen=True)
 class Finish:
-    """The model answered: the run ends with this text."""
+    """The model answered: the run ends with this text (and output)."""
 
     text: str
+    output: Any = None
+    """The validated output (``Agent(output_type=...)``), else `None`."""
+    data: Any = None
+    """`output` as plain JSON values, for the ``complete`` event."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,41 @@ def malformed_call(response: LLMResponse) -> str | None:
         twice = next(i for i in ids if ids.count(i) > 1)
         return f"two tool calls with the same id {reprlib.repr(twice)}"
     return None
+
+
+def call_settings(settings: ModelSettings, acted: bool) -> ModelSettings:
+    """The settings of the next model call of a run.
+
+    A tool choice that forces a call (``"required"`` or a tool's name) holds until tools have
+    run in this run; after that it is ``"auto"``, so the model can answer with their results
+    instead of being made to call tools until `max_iterations`.
+    """
+    if acted and settings.tool_choice not in (None, *UNFORCED):
+        return replace(settings, tool_choice="auto")
+    return settings
+
+
+def unreadable_reply(error: ToolCallFormatError) -> LLMResponse:
+    """The answer recorded when the server could not read the model's reply as a tool call."""
+    problem = (
+        f"{error} The model was told which tools exist and asked again; the reply is not "
+        "kept in the conversation."
+    )
+    return LLMResponse(stop_reason="other", protocol_error=problem)
+
+
+def correction(tools: Sequence[ToolDefinition]) -> Message:
+    """The user message that tells the model its last reply could not be read as a tool call."""
+    names = ", ".join(tool.name for tool in tools) or "none"
+    return Message(
+        role="user",
+        content=(
+            "Your last reply could not be read: it named a tool that does not exist or did "
+            f"not follow the tool-call format. The tools that exist are: {names}. Call one "
+            "of them by its exact name with valid JSON arguments, or answer without a tool "
+            "call."
+        ),
+    )
 
 
 def may_think_again(iteration: int, max_iterations: int) -> bool:

@@ -10,6 +10,7 @@ never changed.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from glassagent._core.client import BaseLLMClient
@@ -28,10 +29,11 @@ from glassagent._core.messages import (
 from glassagent._providers import json_protocol
 
 if TYPE_CHECKING:
+    from glassagent._core.output import OutputMode
     from glassagent._core.result import ToolResult
     from glassagent._profiles.model import ModelProfile
 
-_Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None"]
+_Request = tuple[Sequence[Message], "str | None", "ModelSettings | None", bool]
 
 
 class JsonToolsClient(BaseLLMClient):
@@ -50,13 +52,26 @@ class JsonToolsClient(BaseLLMClient):
         return self.inner.profile
 
     def _request(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        system: str | None,
+        settings: ModelSettings | None,
     ) -> _Request:
-        """The request the wrapped client sends: no native tools, earlier rounds as JSON."""
+        """What the wrapped client is sent, and whether its reply is a protocol reply.
+
+        The messages (earlier rounds as JSON), system prompt and settings go without native
+        tools. The tool choice is honoured in the prompt (`json_protocol.system_prompt`), so the
+        wrapped client gets none.
+        """
         encoded = json_protocol.encode_history(messages)
-        if tools:
-            system = json_protocol.system_prompt(system, tools)
-        return encoded, (), system
+        offered = json_protocol.offered_tools(tools, settings)
+        if offered:
+            choice = settings.tool_choice if settings is not None else None
+            system = json_protocol.system_prompt(system, offered, choice)
+        if settings is not None and settings.tool_choice is not None:
+            settings = replace(settings, tool_choice=None)
+        return encoded, system, settings, bool(offered)
 
     async def chat(
         self,
@@ -67,8 +82,9 @@ class JsonToolsClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> LLMResponse:
         """The wrapped client's answer, its protocol reply read into text and tool calls."""
-        response = await self.inner.chat(*self._request(messages, tools, system), settings=settings)
-        return json_protocol.read_response(response) if tools else response
+        encoded, prompt, inner, offered = self._request(messages, tools, system, settings)
+        response = await self.inner.chat(encoded, (), prompt, settings=inner)
+        return json_protocol.read_response(response) if offered else response
 
     async def stream(
         self,
@@ -83,11 +99,12 @@ class JsonToolsClient(BaseLLMClient):
         The reply is protocol JSON, so its text is not streamed as it comes: the thought and
         the answer follow as one delta each once the reply is complete.
         """
-        parts = self.inner.stream(*self._request(messages, tools, system), settings=settings)
+        encoded, prompt, inner, offered = self._request(messages, tools, system, settings)
+        parts = self.inner.stream(encoded, (), prompt, settings=inner)
         thinking: list[str] = []
         try:
             async for part in parts:
-                if not tools:
+                if not offered:
                     yield part
                 elif isinstance(part, ThinkingDelta):
                     thinking.append(part.text)
@@ -114,6 +131,21 @@ class JsonToolsClient(BaseLLMClient):
     def format_tool_result(self, call: ToolCall, result: ToolResult) -> Message:
         """The wrapped client's tool message."""
         return self.inner.format_tool_result(call, result)
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``tool`` with tools; without, the wrapped client's native mode, else ``prompted``.
+
+        The model has no native tool calling: tools are listed in the prompt, and a run
+        without tools gets the schema in the prompt rather than a final-answer tool.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if tools:
+            return "tool"
+        mode = self.inner.output_mode(tools=False, settings=settings)
+        return "native" if mode == "native" else "prompted"
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """Always ``json``."""

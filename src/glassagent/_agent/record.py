@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from glassagent._agent.config import RunConfig
+    from glassagent._agent.hook import EventHook
     from glassagent._core.events import Event
     from glassagent._core.result import RunResult
 
@@ -25,12 +26,13 @@ class RunRecording:
     """Recording and notebook views of a run; `AgentRun` inherits them."""
 
     _sinks: tuple[Callable[[Event], None], ...] = ()
+    _hook: EventHook | None = None
 
     if TYPE_CHECKING:
         run_id: str
         _config: RunConfig
         _events: list[Event]
-        _result: RunResult | None
+        _result: RunResult[Any] | None
         _producer: asyncio.Task[None] | None
 
     def _keep(self, event: Event) -> None:
@@ -50,6 +52,19 @@ class RunRecording:
                     RuntimeWarning,
                     stacklevel=3,
                 )
+
+    def _attach_hook(self) -> None:
+        """Make the agent's ``on_event`` hook the first sink of the run, if it has one."""
+        if self._config.on_event is not None:
+            from glassagent._agent.hook import EventHook
+
+            self._hook = EventHook(self._config.on_event)
+            self._sinks = (self._hook,)
+
+    async def _hook_caught_up(self) -> None:
+        """Wait until an async ``on_event`` hook has seen every event so far."""
+        if self._hook is not None:
+            await self._hook.drain()
 
     def _dicts(self) -> list[dict[str, Any]]:
         from glassagent._record.redact import redacted

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from glassagent._agent import decide, record
+from glassagent._agent import decide, output, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.config import append_turn
@@ -24,6 +24,7 @@ from glassagent._core.errors import (
     RunAborted,
     RunError,
     RunTimeoutError,
+    ToolCallFormatError,
     UserError,
 )
 from glassagent._core.events import (
@@ -35,6 +36,7 @@ from glassagent._core.events import (
     Event,
     LLMRequestEvent,
     LLMResponseEvent,
+    OutputRetryEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
 )
@@ -46,7 +48,7 @@ from glassagent._core.messages import (
     ToolProtocol,
     Usage,
 )
-from glassagent._core.result import RunResult, RunStopReason
+from glassagent._core.result import OutputT, RunResult, RunStopReason
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 _END = object()
 
 
-class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
+class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
@@ -100,19 +102,23 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         self._model_stop: StopReason | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
+        self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
         self._abort_reason: str | None = None
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
+        self._plan: output.Plan | None = None  # how a structured answer is asked for
+        self._output_retries = 0
         self._error: BaseException | None = None
         self._interrupt: KeyboardInterrupt | None = None
-        self._coroutine: Coroutine[Any, Any, RunResult] | None = None
+        self._coroutine: Coroutine[Any, Any, RunResult[OutputT]] | None = None
         self._claimed = False  # awaited, iterated, scheduled, aborted or closed
         self._guard = RunGuard()  # the model's profile and the budget
+        self._attach_hook()  # the agent's on_event hook, if any
 
     # ---- public face -------------------------------------------------------------------
 
     @property
-    def result(self) -> RunResult | None:
+    def result(self) -> RunResult[OutputT] | None:
         """The run's result once it has ended (also after an error or abort), else `None`."""
         return self._result
 
@@ -171,7 +177,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iterate()
 
-    def __await__(self) -> Generator[Any, None, RunResult]:
+    def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._collect().__await__()
 
     def send(self, value: Any) -> Any:
@@ -206,7 +212,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             self._coroutine.close()
         self.abort("the run was closed")
 
-    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult]:
+    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult[OutputT]]:
         if self._coroutine is None:
             self._claimed = True
             self._coroutine = self._collect()
@@ -266,7 +272,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         if isinstance(self._error, HistoryAppendError):  # no event reports it
             raise self._error
 
-    async def _collect(self) -> RunResult:
+    async def _collect(self) -> RunResult[OutputT]:
         producer = self._producer
         if producer is None:  # awaited without iterating: no event queue needed
             producer = self._start(streaming=False)
@@ -307,6 +313,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
             self._config = self._guard.start(self._config, self._conversation)
+            self._config, self._plan = output.plan(self._config)
             await self._loop()
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
@@ -331,7 +338,10 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         finally:
             if timer is not None:
                 timer.cancel()
-            self._announce_end()
+            try:
+                await self._hook_caught_up()
+            finally:
+                self._announce_end()
 
     def _start_timer(self) -> asyncio.TimerHandle | None:
         """End the run with `RunTimeoutError` once `run_timeout` has passed."""
@@ -389,25 +399,49 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
                 self._end_budget(stop)
                 return
             response = await self._think(iteration)
-            step = decide.next_step(response)
-            if isinstance(step, decide.Finish):
-                self._emit(
-                    CompleteEvent,
-                    text=step.text,
-                    usage=self._usage,
-                    iterations=iteration,
-                    stop_reason=response.stop_reason,
-                )
-                self._end(step.text, "end_turn")
-                return
-            if not await self._act(step.calls):
-                return
+            if response is not None:  # None: the reply was unreadable, the model was told
+                step = decide.next_step(response) if self._plan is None else self._settle(response)
+                if isinstance(step, decide.Finish):
+                    self._emit(
+                        CompleteEvent,
+                        text=step.text,
+                        usage=self._usage,
+                        iterations=iteration,
+                        stop_reason=response.stop_reason,
+                        output=step.data,
+                    )
+                    self._end(step.text, "end_turn", output=step.output)
+                    return
+                if step is not None and not await self._act(step.calls):
+                    return
             if not decide.may_think_again(iteration, self._config.max_iterations):
                 limit = self._config.max_iterations
                 raise MaxIterationsExceeded(
                     f"The run reached max_iterations={limit} without a final answer.",
                     max_iterations=limit,
                 )
+
+    def _settle(self, response: LLMResponse) -> decide.Step | None:
+        """Read a structured answer: finish with it, act on the run's tools, or ask again.
+
+        Raises:
+            OutputValidationError: When the answer is invalid and no retry is left.
+        """
+        assert self._plan is not None
+        outcome = output.read(self._plan, response)
+        if outcome is None:
+            return decide.Act(response.tool_calls)
+        conversation = self._conversation
+        if isinstance(outcome, output.Valid):
+            conversation[-1] = output.final_message(conversation[-1], outcome)
+            return decide.Finish(conversation[-1].content, outcome.value, outcome.data)
+        if self._output_retries >= self._plan.spec.retries:
+            raise output.exhausted(self._plan, outcome, self._output_retries)
+        self._output_retries += 1
+        fields = {"text": outcome.text, "errors": outcome.errors, "attempt": self._output_retries}
+        self._emit(OutputRetryEvent, iteration=self._iterations, **fields)
+        conversation[-1:] = output.ask_again(self._plan, conversation[-1], outcome, self._config)
+        return None
 
     async def _tool_protocol(self) -> ToolProtocol:
         """The protocol the next call offers tools with; ``auto`` is resolved first.
@@ -423,11 +457,16 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
         except ProviderError:
             return client.tool_protocol
 
-    async def _think(self, iteration: int) -> LLMResponse:
-        """One model call, streamed: text and thinking chunks as they arrive."""
+    async def _think(self, iteration: int) -> LLMResponse | None:
+        """One model call, streamed: text and thinking chunks as they arrive.
+
+        `None` when the server could not read the model's reply as a tool call: the model is
+        told so, with the tools that exist, and thinks again.
+        """
         self._iterations = iteration
         messages, system = self._context.apply(self._conversation, self._config.system)
         client = self._config.client
+        settings = decide.call_settings(self._config.settings, self._acted)
         protocol = await self._tool_protocol()
         self._emit(
             LLMRequestEvent,
@@ -437,28 +476,39 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             messages=messages,
             tools=self._config.definitions,
             system=system,
-            settings=self._config.settings,
+            settings=settings,
             tool_protocol=protocol,
         )
         started = time.perf_counter()
-        follow_up = iteration > 1
-        text, thinking = self._text, self._thinking
-        text.clear()
-        thinking.clear()
+        self._text.clear()
+        self._thinking.clear()
         self._streaming = True
-        response = await read_answer(
-            client,
-            (messages, self._config.definitions, system, self._config.settings),
-            emit=self._emit,
-            text=text,
-            thinking=thinking,
-            iteration=iteration,
-        )
+        try:
+            response = await read_answer(
+                client,
+                (messages, self._config.definitions, system, settings),
+                emit=self._emit,
+                text=self._text,
+                thinking=self._thinking,
+                iteration=iteration,
+            )
+        except ToolCallFormatError as exc:  # no answer: the model is told and tries again
+            self._streaming = False
+            self._observe(decide.unreadable_reply(exc), iteration, started)
+            self._conversation.append(decide.correction(self._config.definitions))
+            return None
         self._streaming = False
-        if not thinking and response.thinking:
+        self._observe(response, iteration, started)
+        self._model_stop = response.stop_reason
+        self._conversation.append(client.format_assistant_message(response))
+        return response
+
+    def _observe(self, response: LLMResponse, iteration: int, started: float) -> None:
+        """Account for an answer: the chunks not streamed, its usage and cost, its event."""
+        if not self._thinking and response.thinking:
             self._emit(ThinkingChunkEvent, text=response.thinking)
-        if not text and response.text:
-            self._emit(TextChunkEvent, text=response.text, is_follow_up=follow_up)
+        if not self._text and response.text:
+            self._emit(TextChunkEvent, text=response.text, is_follow_up=iteration > 1)
         self._usage += response.usage
         cost = self._guard.after_call(response)
         self._emit(
@@ -473,10 +523,8 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             protocol_error=response.protocol_error,
             raw_stop_reason=response.raw_stop_reason,
             cost=cost,
+            wire=response.wire,
         )
-        self._model_stop = response.stop_reason
-        self._conversation.append(client.format_assistant_message(response))
-        return response
 
     async def _act(self, calls: tuple[ToolCall, ...], *, resumed: bool = False) -> bool:
         """Run the calls of one answer; `False` when the run ended awaiting approval."""
@@ -487,6 +535,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
             reason=lambda: self._abort_reason or "cancelled",
             interrupted=self._tool_interrupted,
         )
+        self._acted = True  # a tool choice that forces a call has been honoured
         pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)
         if not pending:
             return True
@@ -505,9 +554,15 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult]):
     # ---- endings -----------------------------------------------------------------------
 
     def _end(
-        self, text: str, stop_reason: RunStopReason, pending: tuple[ToolCall, ...] = ()
+        self,
+        text: str,
+        stop_reason: RunStopReason,
+        pending: tuple[ToolCall, ...] = (),
+        output: Any = None,
     ) -> None:
+        value: Any = text if self._config.output is None else output
         self._result = RunResult(
+            output=value,
             text=text,
             new_messages=tuple(self._conversation[self._prior :]),
             all_messages=tuple(self._conversation),

@@ -22,6 +22,7 @@ from glassagent._core.messages import (
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from glassagent._core.output import OutputMode
     from glassagent._core.result import ToolResult
     from glassagent._profiles.model import ModelProfile
 
@@ -132,6 +133,21 @@ class BaseLLMClient(ABC):
             name=call.name,
             is_error=result.is_error,
         )
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """How a run of this client gets an answer that follows an output schema.
+
+        ``native`` means the client honours `ModelSettings.output_schema` (its provider's
+        constrained mode) for a request with these tools and settings; ``tool`` asks for the
+        final-answer tool, ``prompted`` for the schema in the system prompt. The default is
+        ``tool``: a client of your own gets the schema only as a tool it may call, unless it
+        overrides this.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool"
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """Decide how tools are offered, before a call that offers them; return the choice.

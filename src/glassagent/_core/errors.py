@@ -23,7 +23,7 @@ _rebuild.__module__ = "glassagent.errors"  # pickles name only public modules (i
 class GlassAgentError(Exception):
     """Root of every error glassagent raises."""
 
-    result: RunResult | None = None
+    result: RunResult[Any] | None = None
     """The partial `RunResult` of the agent run that failed, when the error ended a run."""
 
     def __init__(self, message: str) -> None:
@@ -190,6 +190,18 @@ class ResponseParseError(ProviderError):
     """The provider's response could not be understood (malformed body, truncated stream)."""
 
 
+class ToolCallFormatError(ResponseParseError):
+    """The server could not read the model's reply as a tool call, and sent no answer.
+
+    llama.cpp's server answers so (HTTP 500, or an error event mid-stream) when the model
+    names a tool that does not exist or breaks the tool-call format of its chat template.
+    It is not retried: the same prompt tends to fail the same way. An agent run tells the
+    model what went wrong and which tools exist and lets it try again within
+    `max_iterations` (its ``llm_response`` event has ``protocol_error`` set); a direct call
+    raises it.
+    """
+
+
 class ContentBlockedError(ProviderError):
     """The provider refused the prompt or stopped the answer (safety or similar reasons).
 
@@ -247,6 +259,25 @@ class RunTimeoutError(RunError):
     def __init__(self, message: str, *, seconds: float) -> None:
         super().__init__(message)
         self.seconds = seconds
+
+
+class OutputValidationError(RunError):
+    """The model's answer did not validate as the agent's `output_type`, retries included.
+
+    Each invalid answer went back to the model with its errors, up to the agent's
+    ``output_retries``; this is raised for the last one.
+
+    Attributes:
+        text: The last raw output: the answer's text, or the final-answer tool's arguments
+            as JSON.
+        errors: What was wrong with it, one line each (``"age: Input should be a valid
+            integer"``).
+    """
+
+    def __init__(self, message: str, *, text: str, errors: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.text = text
+        self.errors = errors
 
 
 class RunAborted(RunError):

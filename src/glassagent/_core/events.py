@@ -20,6 +20,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
     Usage,
+    WireRecord,
 )
 from glassagent._core.result import NOT_RECORDED, BudgetLimit
 from glassagent._profiles.cost import Cost
@@ -202,6 +203,9 @@ class CompleteEvent(BaseEvent):
     stop_reason: StopReason = "end_turn"
     """Why the model stopped its final answer: anything but ``end_turn`` (``max_tokens``,
     ``content_filter``, ``other``) means the answer was cut short (`RunResult.truncated`)."""
+    output: Any = None
+    """With ``Agent(output_type=...)``: the validated output as JSON values (a model's fields
+    as an object); `RunResult.output` holds the typed value. `None` for a plain-text agent."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -412,6 +416,17 @@ class LLMResponseEvent(BaseEvent):
     cost: Cost = NOT_RECORDED
     """What this call cost, priced from `usage` by the model's profile (or genai-prices);
     unpriced (``amount=None``) with the reason when it cannot be priced."""
+    wire: WireRecord | None = None
+    """The call's request and response bodies as they crossed the wire, key masked, when the
+    client records them (``record_wire=True``); `None` otherwise, and then left out of
+    `to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the standard event dict; ``wire`` only when the bodies were recorded."""
+        data = super().to_dict()
+        if self.wire is None:
+            del data["wire"]
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -434,6 +449,26 @@ class LLMRetryEvent(BaseEvent):
     """The HTTP status of the failure, when there was one."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutputRetryEvent(BaseEvent):
+    """An answer was not valid output (``Agent(output_type=...)``) and is sent back.
+
+    The model gets the validation errors and answers again; after the agent's
+    ``output_retries`` the run ends with `OutputValidationError` instead.
+    """
+
+    type: Literal["output_retry"] = "output_retry"
+    """Event tag."""
+    iteration: int
+    """Which model call gave the invalid answer."""
+    attempt: int
+    """Which retry this is: 1 for the first (at most the agent's ``output_retries``)."""
+    text: str
+    """The raw output: the answer's text, or the final-answer tool's arguments as JSON."""
+    errors: tuple[str, ...]
+    """What was wrong with it, one line each; the model is told the same."""
+
+
 Event: TypeAlias = (
     TextChunkEvent
     | ThinkingChunkEvent
@@ -454,6 +489,7 @@ Event: TypeAlias = (
     | LLMRequestEvent
     | LLMResponseEvent
     | LLMRetryEvent
+    | OutputRetryEvent
 )
 """Any event of a run; the ``type`` field tells which."""
 

@@ -19,7 +19,9 @@ from glassagent._core.options import (
     check_integer,
     check_number,
 )
+from glassagent._core.output import OutputSchema
 from glassagent._core.retry import RetryPolicy
+from glassagent._core.tool_choice import check_value as check_tool_choice
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
@@ -259,6 +261,14 @@ class ModelSettings:
     ends with `ProviderTimeoutError` (``kind="deadline"``). `None`: no deadline."""
     stop_sequences: tuple[str, ...] | None = None
     """Strings that end generation when produced (a list is taken as a tuple)."""
+    tool_choice: str | None = None
+    """Whether and which tools the model must call: ``"auto"`` (it decides), ``"required"``
+    (it must call one), ``"none"`` (it must not call any) or one tool's name (it must call
+    that tool; the three words win over tools of those names). A name not among the
+    request's tools is a `UserError`; a client that cannot honour a choice exactly refuses
+    it with `ConfigurationError`. An agent run sends ``"required"`` or a name only until
+    tools have run, then ``"auto"`` (see "Tool choice" in the clients guide). `None`: the
+    provider's default (``"auto"``)."""
     stall_timeout: float | None = None
     """Seconds a model call may go without receiving a byte (`None`: 300, as local models on
     a CPU can think for minutes before answering); past it `ProviderTimeoutError`
@@ -272,8 +282,17 @@ class ModelSettings:
     """Settings only one provider family understands (`OpenAIOptions`, `OllamaOptions`,
     `GeminiOptions`), passed to it unchanged; a client of another family refuses them with
     `ConfigurationError`."""
+    output_schema: OutputSchema | None = None
+    """A JSON Schema the answer must follow, in the provider's own constrained mode; a
+    client that has none refuses it with `ConfigurationError`. `Agent(output_type=...)`
+    sets it for clients whose `BaseLLMClient.output_mode` is ``native``."""
 
     def __post_init__(self) -> None:
+        if self.output_schema is not None and not isinstance(self.output_schema, OutputSchema):
+            raise UserError(
+                "ModelSettings.output_schema must be an OutputSchema, "
+                f"not {type(self.output_schema).__name__}."
+            )
         for name in ("timeout", "stall_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -284,6 +303,7 @@ class ModelSettings:
         check_integer("ModelSettings", "max_tokens", self.max_tokens, 1)
         check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)
         self._check_stop_sequences()
+        check_tool_choice(self.tool_choice)
         options = self.provider_options
         if options is not None and not isinstance(
             options, OpenAIOptions | OllamaOptions | GeminiOptions
@@ -359,6 +379,27 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class WireRecord:
+    """The bodies of one model call as they crossed the wire, kept for recordings.
+
+    A client made with ``record_wire=True`` attaches one to each answer
+    (`LLMResponse.wire`); the agent copies it into the ``llm_response`` event, so
+    `save_events` keeps it. Bodies only: no headers, so no ``Authorization`` or key
+    header; a key the server echoes inside a body is masked (e.g. ``sk-p...x9Qk``).
+    """
+
+    request: Any
+    """The JSON body sent, as a JSON value (the attempt that answered, when a call was
+    retried)."""
+    response: Any
+    """The JSON body received. For a streamed call, the list of its chunks' JSON payloads in
+    the order they came: each SSE ``data:`` payload (OpenAI's closing ``[DONE]`` marker left
+    out, Anthropic's ``ping`` kept) or each NDJSON line (Ollama)."""
+    streamed: bool = False
+    """Whether the answer came as a stream of chunks."""
+
+
+@dataclass(frozen=True)
 class LLMResponse:
     """One complete answer of a model: text, tool calls, reasoning and usage."""
 
@@ -388,6 +429,9 @@ class LLMResponse:
     raw_stop_reason: str | None = None
     """The provider's own finish reason, as sent (e.g. ``length``, ``MAX_TOKENS``,
     ``MODEL_ARMOR``); `None` when it sent none. `stop_reason` is its neutral reading."""
+    wire: WireRecord | None = field(default=None, repr=False, compare=False)
+    """The call's wire bodies, key masked, when the client records them (``record_wire=True``);
+    `None` otherwise. The agent puts it into the ``llm_response`` event."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool_calls, tuple):
@@ -453,4 +497,5 @@ __all__ = [
     "ToolDefinition",
     "ToolProtocol",
     "Usage",
+    "WireRecord",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from glassagent._core.messages import Message, StopReason, ToolCall, Usage
 from glassagent._profiles.cost import Cost
@@ -26,6 +28,9 @@ BudgetLimit = Literal["max_cost", "max_tokens", "max_model_calls"]
 
 NOT_RECORDED = Cost(None, reason="no cost was recorded")
 """The cost of a result or event made without one (by hand, or read from an older dict)."""
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's output: the agent's ``output_type`` (``str`` without one)."""
 
 _CUT: frozenset[StopReason] = frozenset({"max_tokens", "content_filter", "other"})
 
@@ -49,8 +54,8 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """Everything an agent run produced."""
+class RunResult(Generic[OutputT]):
+    """Everything an agent run produced; `output` is typed as the agent's ``output_type``."""
 
     text: str
     """The final answer (on abort: the partial text; on error: the text so far)."""
@@ -76,6 +81,10 @@ class RunResult:
     pending_approvals: tuple[ToolCall, ...] = ()
     """With ``stop_reason="awaiting_approval"``: the calls waiting for a person's answer, in
     the order the model made them; continue with `Agent.resume`. Empty otherwise."""
+    output: OutputT = None  # type: ignore[assignment]  # set by every run that ends
+    """The run's output: with ``Agent(output_type=...)`` the validated value (a model
+    instance, a dataclass, a list...), `None` when the run ended without a final answer
+    (any `stop_reason` but ``end_turn``); without one, the same as `text`."""
     redact: Redact | None = field(default=None, repr=False, compare=False)
     """The agent's `redact` hook: `save_events` and the notebook view pass the events
     through it."""

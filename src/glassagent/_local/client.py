@@ -62,16 +62,20 @@ class SlowCallHint:
 class LocalServerClient(OpenAICompatibleClient):
     """The `OpenAICompatibleClient` that `LocalServer.client` returns.
 
-    It carries the server's API key and behaves like any `OpenAICompatibleClient`, with one
-    addition: the first call that takes longer than 10 seconds logs a hint on the
+    It carries the server's API key and behaves like any `OpenAICompatibleClient`, with two
+    differences. The first call that takes longer than 10 seconds logs a hint on the
     ``glassagent.local`` logger (printed to standard error unless you configure logging) on
-    how to make calls faster.
+    how to make calls faster. And a `ModelSettings.tool_choice` naming one tool is sent as
+    that tool alone with ``tool_choice="required"``: llama.cpp's server reads ``tool_choice``
+    as a string only and would quietly treat OpenAI's named form as ``"auto"``.
 
     Args:
         model: The model name.
         hint: The server's slow-call hint, shared by all its clients.
         **options: Keyword arguments for `OpenAICompatibleClient`.
     """
+
+    _named_tool_choice = False  # llama.cpp reads tool_choice as a string: auto/none/required
 
     def __init__(self, model: str, *, hint: SlowCallHint, **options: Any) -> None:
         super().__init__(model, **options)

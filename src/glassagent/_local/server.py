@@ -182,11 +182,14 @@ class LocalServer:
 
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`, e.g.
-                ``tool_protocol="json"``; ``model`` defaults to `model_name` and ``api_key``
-                to the server's `api_key` (``OPENAI_API_KEY`` is never sent).
+                ``tool_protocol="json"``; ``model`` defaults to `model_name`, ``api_key``
+                to the server's `api_key` (``OPENAI_API_KEY`` is never sent) and
+                ``json_grammar`` to `True` (llama.cpp constrains JSON-protocol replies to
+                the protocol's schema).
         """
         model = options.pop("model", None) or self.model_name
         options.setdefault("api_key", self.api_key)
+        options.setdefault("json_grammar", True)
         return LocalServerClient(model, base_url=self.base_url, hint=self._hint, **options)
 
     # -- start and stop ------------------------------------------------------------------

@@ -6,7 +6,7 @@ message content is built by `glassagent._otel.content`, and only when the user o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -163,7 +163,7 @@ def tool_attributes(name: str, call_id: str | None) -> Attributes:
     return attributes
 
 
-def result_attributes(result: RunResult) -> Attributes:
+def result_attributes(result: RunResult[Any]) -> Attributes:
     """The run span's totals once the run has ended."""
     attributes: Attributes = {
         **usage_attributes(result.usage),

@@ -28,6 +28,7 @@ from glassagent._core.events import (
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
+    OutputRetryEvent,
     ToolProgressEvent,
 )
 from glassagent._otel import attributes as names
@@ -111,6 +112,9 @@ class RunSpans:
             self._failure = (event.error_type, message if isinstance(message, str) else None)
         elif isinstance(event, AbortedEvent):
             self._abort_reason = event.reason
+        elif isinstance(event, OutputRetryEvent):
+            attributes = {"glassagent.retry.attempt": event.attempt}
+            self._run.add_event("glassagent.output_retry", attributes)
         elif isinstance(event, BudgetExceededEvent):
             self._run.set_attribute(names.BUDGET_LIMIT, event.limit)
 
@@ -211,7 +215,7 @@ class RunSpans:
 
     # ---- the end -----------------------------------------------------------------------
 
-    def finish(self, result: RunResult | None, error: BaseException | None) -> None:
+    def finish(self, result: RunResult[Any] | None, error: BaseException | None) -> None:
         """End every open span, then the run span, with the run's outcome.
 
         Args:
@@ -236,7 +240,9 @@ class RunSpans:
             self._context_tools.clear()
             self._end(self._run, failure)
 
-    def _outcome(self, result: RunResult | None, error: BaseException | None) -> Failure | None:
+    def _outcome(
+        self, result: RunResult[Any] | None, error: BaseException | None
+    ) -> Failure | None:
         if self._abort_reason is not None or (result and result.stop_reason == "aborted"):
             return (names.ABORTED, self._abort_reason)
         if self._failure is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -14,6 +14,7 @@ from glassagent import __version__
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.errors import UserError
+from glassagent._core.result import OutputT
 from glassagent._otel.spans import Options, RunSpans
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ INSTRUMENTATION = "glassagent"
 _END = object()
 
 
-class TracedRun:
+class TracedRun(Generic[OutputT]):
     """A run whose events become OpenTelemetry spans; use it as you would the run.
 
     ``async for event in traced_run`` streams the run's events, ``await traced_run`` returns
@@ -39,8 +40,8 @@ class TracedRun:
     creates traced runs.
     """
 
-    def __init__(self, run: AgentRun, tracer: Tracer, options: Options) -> None:
-        self.run: AgentRun = run
+    def __init__(self, run: AgentRun[OutputT], tracer: Tracer, options: Options) -> None:
+        self.run: AgentRun[OutputT] = run
         """The run being traced (for `AgentRun`'s other methods)."""
         self._tracer = tracer
         self._options = options
@@ -54,7 +55,7 @@ class TracedRun:
         return self.run.run_id
 
     @property
-    def result(self) -> RunResult | None:
+    def result(self) -> RunResult[OutputT] | None:
         """The run's result once it has ended, else `None`."""
         return self.run.result
 
@@ -69,10 +70,10 @@ class TracedRun:
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._stream()
 
-    def __await__(self) -> Generator[Any, None, RunResult]:
+    def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._collect().__await__()
 
-    def run_sync(self) -> RunResult:
+    def run_sync(self) -> RunResult[OutputT]:
         """Run to the end from plain code and return the `RunResult`, as `Agent.run_sync`.
 
         Raises:
@@ -98,7 +99,7 @@ class TracedRun:
             raise UserError("A traced run can be iterated or awaited only once; start a new run.")
         self._claimed = True
 
-    async def _collect(self) -> RunResult:
+    async def _collect(self) -> RunResult[OutputT]:
         self._claim()
         await self._drive(None)
         return await self.run  # the result, or the run's error
@@ -156,13 +157,13 @@ class TracedRun:
 
 
 def traced(
-    run: AgentRun,
+    run: AgentRun[OutputT],
     *,
     tracer_provider: TracerProvider | None = None,
     capture_content: bool = False,
     redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     agent_name: str | None = None,
-) -> TracedRun:
+) -> TracedRun[OutputT]:
     """Trace a run with OpenTelemetry, following the GenAI semantic conventions.
 
     The run becomes an ``invoke_agent`` span, each model call a ``chat {model}`` span and
@@ -185,7 +186,9 @@ def traced(
             personal data; left out by default.
         redact: Applied to each standard event dict before anything of it is exported (its
             error message; its content, with `capture_content`); what it returns is
-            exported. When it raises, that event's content is left out.
+            exported. When it raises, that event's content is left out. `None`: the
+            agent's own hook (``Agent(redact=...)``), so what a recording hides is not
+            exported either; pass ``lambda event: event`` to export it unredacted.
         agent_name: The agent's name: ``gen_ai.agent.name`` and the run span's name
             ``invoke_agent {agent_name}``.
 
@@ -203,5 +206,7 @@ def traced(
     if problem is not None:
         run.close()  # it would otherwise warn that it never ran
         raise UserError(problem)
+    if redact is None:
+        redact = run._config.redact  # the agent's hook
     tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
     return TracedRun(run, tracer, Options(bool(capture_content), redact, agent_name))

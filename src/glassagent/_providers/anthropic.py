@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.attachments import AttachmentPolicy
@@ -18,7 +19,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import anthropic_wire as wire
-from glassagent._providers import shapes
+from glassagent._providers import capture, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import ANTHROPIC_API_BASE, resolve
@@ -28,6 +29,8 @@ from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
     import httpx
+
+    from glassagent._core.output import OutputMode
 
 _PATH = "/v1/messages"
 _START_HINT = "Check the address (ANTHROPIC_API_BASE) and the network."
@@ -57,6 +60,9 @@ class AnthropicClient(BaseLLMClient):
         attachment_policy: Which local files attachments may read and whether remote ones are
             passed on or downloaded; `AttachmentPolicy()` when not given. Remote images and
             PDFs go by URL; other remote files need downloads allowed.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: When Anthropic's own URL is used without an API key, or for a
@@ -76,6 +82,7 @@ class AnthropicClient(BaseLLMClient):
         max_connections: int | None = None,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         config = resolve(wire.PROVIDER, api_key=api_key, base_url=base_url)
         base = config.base_url or ANTHROPIC_API_BASE
@@ -87,6 +94,8 @@ class AnthropicClient(BaseLLMClient):
         self.model = model
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._secret = key or None
         self._attachments = AttachmentGate(attachment_policy, wire.PROVIDER, wire.takes_by_url)
         headers = {"anthropic-version": wire.API_VERSION}
@@ -122,7 +131,21 @@ class AnthropicClient(BaseLLMClient):
         response = reader.builder.build(
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
-        return shapes.check_blocked(response, wire.PROVIDER)
+        if reader.output_tool and response.stop_reason == "tool_use" and not response.tool_calls:
+            response = replace(response, stop_reason="end_turn")  # the forced output tool
+        response = shapes.check_blocked(response, wire.PROVIDER)
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
+        return response
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (a forced tool call) without tools or thinking, else ``tool``.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool" if tools or settings.thinking_budget else "native"
 
     async def chat(
         self,
@@ -148,7 +171,7 @@ class AnthropicClient(BaseLLMClient):
             raw = await self._transport.post_json(_PATH, body, limits)
             if isinstance(raw, dict) and raw.get("type") == "error":
                 raise wire.stream_error(raw, self._secret)
-            reader = wire.Reader(self._secret)
+            reader = wire.Reader(self._secret, _output_tool(settings))
             reader.message(raw)
             yield self._finish(reader, body, raw)
 
@@ -186,17 +209,17 @@ class AnthropicClient(BaseLLMClient):
         body = wire.request_body(self.model, messages, tools, system, settings, stream=True)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            return self._stream_once(body, limits)
+            return self._stream_once(body, limits, _output_tool(settings))
 
         async with aclosing(retrying(self, attempt, settings)) as parts:
             async for part in parts:
                 yield part
 
     async def _stream_once(
-        self, body: dict[str, Any], limits: CallLimits
+        self, body: dict[str, Any], limits: CallLimits, output_tool: str | None
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the SSE body to its end, yielding parts as they come."""
-        reader = wire.Reader(self._secret)
+        reader = wire.Reader(self._secret, output_tool)
         events: list[Any] = []
         async with self._transport.stream(_PATH, body, limits) as response:
             async for batch in event_batches(self._transport.line_batches(response, _PATH)):
@@ -214,3 +237,9 @@ class AnthropicClient(BaseLLMClient):
             detail = "a stream that ended before message_stop"
             raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)
         yield self._finish(reader, body, events)
+
+
+def _output_tool(settings: ModelSettings | None) -> str | None:
+    """The name of the forced tool that carries a structured answer, if one is asked for."""
+    output = settings.output_schema if settings is not None else None
+    return output.name if output is not None else None

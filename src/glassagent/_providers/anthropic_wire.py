@@ -12,6 +12,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.errors import (
     AttachmentError,
     ConfigurationError,
@@ -29,6 +30,7 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.options import add_portable
+from glassagent._core.output import OutputSchema
 from glassagent._providers import shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
@@ -172,11 +174,36 @@ def check_settings(settings: ModelSettings) -> None:
             f"anthropic cannot honour ModelSettings.provider_options={kind}(...): "
             "AnthropicClient takes no provider options yet."
         )
+    output = settings.output_schema
+    if output is not None and settings.thinking_budget:
+        raise ConfigurationError(
+            "anthropic cannot honour ModelSettings.output_schema with a thinking budget: its "
+            "structured answer is a forced tool call, which Anthropic refuses with thinking on."
+        )
     if settings.thinking_budget is not None and settings.thinking_budget < 0:
         raise ConfigurationError(
             "anthropic cannot honour ModelSettings.thinking_budget=-1 (automatic): give a "
             "number of tokens (Anthropic's minimum is 1024)."
         )
+
+
+def _wire_choice(choice: str, thinking_budget: int | None) -> dict[str, Any]:
+    """A checked tool choice in the Messages API shape; forcing a call excludes thinking.
+
+    Raises:
+        ConfigurationError: For ``"required"`` or a tool's name with thinking on (Anthropic
+            takes only ``auto`` and ``none`` then).
+    """
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if thinking_budget:
+        raise tool_choice.refused(
+            PROVIDER,
+            choice,
+            "with extended thinking (ModelSettings.thinking_budget) Anthropic "
+            "takes only 'auto' and 'none'.",
+        )
+    return {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
 
 
 def request_body(
@@ -206,12 +233,37 @@ def request_body(
         body["system"] = prompt
     if tools:
         body["tools"] = wire_tools(tools)
+    if (choice := tool_choice.resolve(settings, tools)) is not None:
+        body["tool_choice"] = _wire_choice(choice, budget)
+    if settings.output_schema is not None:
+        _force_output_tool(body, settings.output_schema)
     if budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     add_portable(body, settings, max_tokens=None, stop="stop_sequences")
     if stream:
         body["stream"] = True
     return body
+
+
+def _force_output_tool(body: dict[str, Any], output: OutputSchema) -> None:
+    """Ask for the structured answer as a forced call of a tool whose input is the schema.
+
+    Raises:
+        ConfigurationError: When the request offers tools: a forced call leaves the model no
+            choice of them.
+    """
+    if body.get("tools"):
+        raise ConfigurationError(
+            "anthropic cannot honour ModelSettings.output_schema in a request with tools: its "
+            "structured answer is a forced tool call, which leaves the model no other tool."
+        )
+    tool = {
+        "name": output.name,
+        "description": output.description or "The answer.",
+        "input_schema": dict(output.schema),
+    }
+    body["tools"] = [tool]
+    body["tool_choice"] = {"type": "tool", "name": output.name}
 
 
 # ---- response --------------------------------------------------------------------------
@@ -235,8 +287,10 @@ class Reader:
     signatures) for `THINKING_BLOCKS`.
     """
 
-    def __init__(self, secret: str | None = None) -> None:
+    def __init__(self, secret: str | None = None, output_tool: str | None = None) -> None:
         self.builder = ResponseBuilder(PROVIDER)
+        self.output_tool = output_tool
+        """The forced tool of a structured answer: its input is read as the answer's text."""
         self.stopped = False
         """Whether ``message_stop`` arrived (a stream without it is incomplete)."""
         self._secret = secret
@@ -278,6 +332,12 @@ class Reader:
             raise self._error(f"a content block that is {shapes.kind(block)}", block)
         kind = shapes.text_field(block, "type", PROVIDER, "a content block")
         self._blocks[index] = block = dict(block)
+        if kind == "tool_use" and self.output_tool and block.get("name") == self.output_tool:
+            block["type"] = "output"
+            arguments = block.get("input")
+            text = shapes.dumps(arguments) if isinstance(arguments, dict) and arguments else ""
+            answer = self.builder.text(text)
+            return [answer] if answer is not None else []
         if kind == "tool_use":
             arguments = block.get("input")
             if not isinstance(arguments, dict) or not arguments:
@@ -358,7 +418,10 @@ class Reader:
             block["signature"] = block.get("signature", "") + signature
         elif kind == "input_json_delta":
             text = shapes.text_field(delta, "partial_json", PROVIDER, "an input_json_delta")
-            self.builder.tool_call(index=index, arguments=text)
+            if block.get("type") == "output":  # the structured answer, streamed as text
+                part = self.builder.text(text)
+            else:
+                self.builder.tool_call(index=index, arguments=text)
         return [part] if part is not None else []
 
 

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
+from glassagent._providers import capture
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import (
@@ -53,6 +54,8 @@ from glassagent._providers.transport import new_http_client, pool_size
 if TYPE_CHECKING:
     import httpx
 
+    from glassagent._core.output import OutputMode
+
 ENV_KEY = "GEMINI_API_KEY"
 _Sdk = tuple[Any, Any]
 """A google-genai client and its fast route (a `gemini_sdk.Route`, or `None`)."""
@@ -74,8 +77,11 @@ class _Exchange:
     """One attempt's httpx requests and responses (captured by client hooks), and its limits."""
 
     limits: CallLimits
+    record: bool = False
+    """Whether the bodies received are kept (``record_wire``), in `received`."""
     requests: list[httpx.Request] = field(default_factory=list)
     responses: list[httpx.Response] = field(default_factory=list)
+    received: list[list[bytes]] = field(default_factory=list)
 
     def body(self) -> Any:
         if not self.requests:
@@ -103,6 +109,9 @@ async def _on_response(response: httpx.Response) -> None:
     if exchange is not None:
         exchange.limits.guard(response)  # before google-genai reads the body
         exchange.responses.append(response)
+        if exchange.record:
+            exchange.received.append([])
+            capture.tee(response, exchange.received[-1])
 
 
 def _retry_delay(details: Any) -> float | None:
@@ -142,6 +151,7 @@ class GeminiClient(BaseLLMClient):
         streaming: bool = True,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         """Create a Gemini client.
 
@@ -162,6 +172,10 @@ class GeminiClient(BaseLLMClient):
             attachment_policy: Which local files attachments may read, and whether remote ones
                 are passed on (as ``file_data`` parts Gemini fetches) or downloaded;
                 `AttachmentPolicy()` when not given.
+            record_wire: Attach each call's request and response bodies to its answer
+                (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them:
+                the JSON body google-genai sent and the one Gemini sent back (a stream's SSE
+                payloads), the key masked in them (see `WireRecord`).
 
         Raises:
             ConfigurationError: When no key is given or set, the extra is not installed, or
@@ -187,6 +201,8 @@ class GeminiClient(BaseLLMClient):
         """Whether `stream` uses the streaming endpoint."""
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self.__key = key
         self._base_url = config.base_url
         self._contents = wire.RestContents()
@@ -228,6 +244,18 @@ class GeminiClient(BaseLLMClient):
 
     def __repr__(self) -> str:
         return f"GeminiClient(model={self.model!r}, api_key={self.get_masked_api_key()!r})"
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``response_json_schema``) unless the run has tools (``tool``).
+
+        Gemini models before Gemini 3 refuse a JSON answer format together with function
+        calling, so a run with tools gets the final-answer tool.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool" if tools else "native"
 
     async def _request(
         self,
@@ -294,7 +322,7 @@ class GeminiClient(BaseLLMClient):
         self, request: _Call, limits: CallLimits, *, deltas: bool = False
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``generateContent`` attempt; with `deltas`, its thinking and text as deltas."""
-        exchange = _Exchange(limits)
+        exchange = _Exchange(limits, self.record_wire)
         token = _EXCHANGE.set(exchange)
         failure: GlassAgentError | None = None
         try:
@@ -304,6 +332,7 @@ class GeminiClient(BaseLLMClient):
             final = accumulator.response(
                 raw_response=response, raw_request=exchange.body(), streamed=False
             )
+            final = await self._with_wire(final, exchange, streamed=False)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -318,7 +347,7 @@ class GeminiClient(BaseLLMClient):
         self, request: _Call, limits: CallLimits
     ) -> AsyncGenerator[StreamPart, None]:
         """One ``streamGenerateContent`` attempt: deltas as they arrive, then the answer."""
-        exchange = _Exchange(limits)
+        exchange = _Exchange(limits, self.record_wire)
         chunks: Any = None
         accumulator = wire.Reader()
         raw: list[Any] = []
@@ -343,6 +372,7 @@ class GeminiClient(BaseLLMClient):
             response = accumulator.response(
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
+            response = await self._with_wire(response, exchange, streamed=True)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -350,6 +380,20 @@ class GeminiClient(BaseLLMClient):
         if failure is not None:
             raise failure  # outside the handler: the original is not chained as context
         yield response
+
+    async def _with_wire(
+        self, response: LLMResponse, exchange: _Exchange, *, streamed: bool
+    ) -> LLMResponse:
+        """`response` with its `WireRecord` when the exchange was recorded.
+
+        That is the last request google-genai sent and the body of the last response.
+        """
+        if not exchange.record:
+            return response
+        received = b"".join(exchange.received[-1]) if exchange.received else b""
+        body = await capture.read_body(received, streamed=streamed)
+        record = capture.record(exchange.body(), body, secret=self.__key, streamed=streamed)
+        return replace(response, wire=record)
 
     def _error(self, exc: Exception, exchange: _Exchange) -> GlassAgentError:
         """The typed error for anything google-genai or httpx raised; never shows the key.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.errors import ContentBlockedError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
     LLMResponse,
@@ -270,6 +271,14 @@ class RestContents:
         return made
 
 
+def _calling_config(choice: str) -> dict[str, Any]:
+    """A checked tool choice as a ``FunctionCallingConfig``: a name is ``ANY`` of that one."""
+    modes = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+    if choice in modes:
+        return {"mode": modes[choice]}
+    return {"mode": "ANY", "allowed_function_names": [choice]}
+
+
 def to_config(
     tools: Sequence[ToolDefinition],
     system: str | None,
@@ -288,6 +297,8 @@ def to_config(
         ]
         config["tools"] = [{"function_declarations": declarations}]
         config["automatic_function_calling"] = {"disable": True}
+    if (choice := tool_choice.resolve(settings, tools)) is not None:
+        config["tool_config"] = {"function_calling_config": _calling_config(choice)}
     if settings is not None:
         add_portable(config, settings, max_tokens="max_output_tokens", stop="stop_sequences")
         if settings.thinking_budget is not None:
@@ -295,6 +306,12 @@ def to_config(
                 "thinking_budget": settings.thinking_budget,
                 "include_thoughts": True,
             }
+        if settings.output_schema is not None:
+            output = {
+                "response_mime_type": "application/json",
+                "response_json_schema": dict(settings.output_schema.schema),
+            }
+            add_unset(config, output, "ModelSettings.output_schema", PROVIDER)
         _add_options(config, settings)
     return config
 

@@ -9,6 +9,10 @@ Tool results go back as a user message ``{"tool_result": {"name": ..., "result":
 `parse_reply` reads what models really write: code fences, prose around the object, a list
 of several calls, unquoted keys, single quotes, trailing commas. A reply it cannot read
 becomes the final text, and the reply says why (`ProtocolReply.error`).
+
+Servers that constrain decoding to a JSON Schema (llama.cpp, Ollama) can be sent
+`reply_schema`: the protocol's own reply shape, with one branch per tool, so every reply
+parses and names a real tool with arguments of that tool's shape.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from glassagent._core import tool_choice
+from glassagent._core.errors import ConfigurationError
 from glassagent._core.messages import (
     LLMResponse,
     Message,
+    ModelSettings,
     StreamPart,
     TextDelta,
     ThinkingDelta,
@@ -44,6 +51,8 @@ never repeat a tool call you already made.
 
 Tools:"""
 
+_MUST_CALL = 'This reply must call {what}: reply with a "tool_call" object, not a "response".'
+
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -51,17 +60,118 @@ _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 # A JSON string (kept as it is) or a Python literal outside strings (made JSON).
 _PY_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")|\b(True|False|None)\b')
 _MAX_STARTS = 20
+THOUGHT_LIMIT = 200
+"""The longest ``thought`` `reply_schema` allows, in characters: a constrained thought cannot
+use up the reply's tokens before the call or the answer."""
 
 
-def system_prompt(system: str | None, tools: Sequence[ToolDefinition]) -> str:
-    """The system prompt of a JSON-protocol request: `system`, then the protocol and tools."""
+def offered_tools(
+    tools: Sequence[ToolDefinition], settings: ModelSettings | None
+) -> tuple[ToolDefinition, ...]:
+    """The tools a JSON-protocol request lists, under ``settings.tool_choice``.
+
+    ``"none"`` lists none (the request is then a plain one), a tool's name only that tool.
+
+    Raises:
+        UserError: When the choice names a tool not among `tools`.
+    """
+    return tool_choice.offered(tool_choice.resolve(settings, tools), tools)
+
+
+def system_prompt(
+    system: str | None, tools: Sequence[ToolDefinition], choice: str | None = None
+) -> str:
+    """The system prompt of a JSON-protocol request: `system`, then the protocol and tools.
+
+    `choice` (``ModelSettings.tool_choice``) ``"required"`` or a tool's name adds that this
+    reply must be a tool call; list the tools `offered_tools` gives.
+    """
     lines = [_INSTRUCTIONS]
     for tool in tools:
         schema = json.dumps(tool.parameters, separators=(",", ":"))
         lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
         lines.append(f"  input JSON Schema: {schema}")
+    if choice == "required":
+        lines.append(_MUST_CALL.format(what="one of these tools"))
+    elif choice is not None and choice not in tool_choice.KEYWORDS:
+        lines.append(_MUST_CALL.format(what=f"the tool {choice}"))
     protocol = "\n".join(lines)
     return f"{system}\n\n{protocol}" if system else protocol
+
+
+def _hoisted(value: Any, prefix: str) -> Any:
+    """`value` with its local ``$ref``s (``#/$defs/X``, ``#/definitions/X``) renamed."""
+    if isinstance(value, list):
+        return [_hoisted(item, prefix) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: _hoisted(item, prefix) for key, item in value.items()}
+    ref = out.get("$ref")
+    if isinstance(ref, str):
+        for root in ("#/$defs/", "#/definitions/"):
+            if ref.startswith(root):
+                out["$ref"] = "#/$defs/" + prefix + ref[len(root) :]
+    return out
+
+
+def _tool_branch(tool: ToolDefinition, defs: dict[str, Any]) -> dict[str, Any]:
+    """The reply that calls `tool`; its parameters' definitions move into `defs`."""
+    prefix = f"{tool.name}."
+    parameters = _hoisted(dict(tool.parameters) or {"type": "object"}, prefix)
+    for key in ("$defs", "definitions"):
+        for name, definition in (parameters.pop(key, None) or {}).items():
+            defs[prefix + name] = definition
+    parameters.pop("$schema", None)
+    call = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": [tool.name]}, "input": parameters},
+        "required": ["name", "input"],
+        "additionalProperties": False,
+    }
+    return _reply_object("tool_call", call)
+
+
+def _reply_object(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    thought = {"type": "string", "maxLength": THOUGHT_LIMIT}
+    return {
+        "type": "object",
+        "properties": {"thought": thought, key: value},
+        "required": ["thought", key],
+        "additionalProperties": False,
+    }
+
+
+def reply_schema(tools: Sequence[ToolDefinition], choice: str | None = None) -> dict[str, Any]:
+    """The JSON Schema of a protocol reply, for servers that constrain decoding to one.
+
+    An ``anyOf`` with one branch per tool, ``{"thought": str, "tool_call": {"name": <that
+    tool>, "input": <its parameters>}}``, and a ``{"thought": str, "response": str}`` branch
+    (a single branch stands alone); the thought is at most `THOUGHT_LIMIT` characters.
+    Definitions (``$defs``) in tool parameters move to the top, renamed ``<tool>.<name>``,
+    with the references to them.
+
+    Args:
+        tools: The tools on offer.
+        choice: Which replies are allowed: `None` or ``"auto"``, all; ``"required"``, a tool
+            call only; ``"none"``, a response only; a tool's name, a call of that tool only.
+
+    Raises:
+        ConfigurationError: For a tool name not in `tools`, or ``"required"`` without tools.
+    """
+    if choice in (None, "auto", "required", "none"):
+        chosen = [] if choice == "none" else list(tools)
+    else:
+        chosen = [tool for tool in tools if tool.name == choice]
+        if not chosen:
+            raise ConfigurationError(f"The tool choice {choice!r} names no tool on offer.")
+    if choice == "required" and not chosen:
+        raise ConfigurationError("The tool choice 'required' needs at least one tool.")
+    defs: dict[str, Any] = {}
+    branches = [_tool_branch(tool, defs) for tool in chosen]
+    if choice in (None, "auto", "none"):
+        branches.append(_reply_object("response", {"type": "string"}))
+    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return {**schema, "$defs": defs} if defs else schema
 
 
 def _call_object(call: ToolCall) -> dict[str, Any]:

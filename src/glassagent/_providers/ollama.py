@@ -23,7 +23,7 @@ from glassagent._core.messages import (
     ToolProtocol,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol, shapes
+from glassagent._providers import capture, json_protocol, shapes
 from glassagent._providers import ollama_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
@@ -33,6 +33,8 @@ from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
     import httpx
+
+    from glassagent._core.output import OutputMode
 
 DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
@@ -66,11 +68,17 @@ class OllamaClient(BaseLLMClient):
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
+        json_grammar: With the JSON tool protocol, constrain replies to the protocol's JSON
+            Schema (``format`` set to it; Ollama 0.5 and later), so every reply parses and
+            names a tool on offer. With `False`, ``format`` is ``"json"`` (any JSON).
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded (Ollama takes no URLs: without downloads they are refused);
             `AttachmentPolicy()` when not given.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: For an unknown tool protocol, or a ``max_connections`` that is
@@ -89,8 +97,10 @@ class OllamaClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         max_connections: int | None = None,
         tool_protocol: ToolProtocol = "auto",
+        json_grammar: bool = True,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
@@ -99,8 +109,12 @@ class OllamaClient(BaseLLMClient):
         self.model = model
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
+        self.json_grammar = json_grammar
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
         self._capabilities: dict[str, ToolProtocol] = {}
         self._attachments = AttachmentGate(attachment_policy, self.provider_name, wire.takes_by_url)
         config = resolve(self._environment, api_key=api_key, base_url=base_url)
@@ -141,6 +155,18 @@ class OllamaClient(BaseLLMClient):
             body=body[:2000],
             provider=self.provider_name,
         )
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``format`` set to the schema) unless the run has tools (``tool``).
+
+        A schema in ``format`` constrains every reply, so a run with tools would never get a
+        tool call; it gets the final-answer tool instead.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        return "tool" if tools else "native"
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """The protocol used for this model; with ``auto``, asks the server once and caches.
@@ -189,7 +215,8 @@ class OllamaClient(BaseLLMClient):
     ) -> tuple[dict[str, Any], bool]:
         """The request body, and whether the JSON tool protocol is used for it."""
         messages = await self._attachments.prepare(messages)
-        json_mode = bool(tools) and await self._resolve(limits) == "json"
+        offered = json_protocol.offered_tools(tools, settings)
+        json_mode = bool(offered) and await self._resolve(limits) == "json"
         body = wire.request_body(
             self.model,
             messages,
@@ -199,6 +226,7 @@ class OllamaClient(BaseLLMClient):
             stream=stream,
             json_mode=json_mode,
             encode_history=self._configured == "json",
+            json_grammar=self.json_grammar,
         )
         return body, json_mode
 
@@ -208,6 +236,8 @@ class OllamaClient(BaseLLMClient):
         response = reader.builder.build(
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
         return json_protocol.read_response(response) if json_mode else response
 
     async def chat(
@@ -322,6 +352,8 @@ class LlamaClient(OllamaClient):
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
         retry: How failed calls are retried, as for `OllamaClient`.
+        record_wire: Attach each call's wire bodies to its answer, as for `OllamaClient`.
+        json_grammar: Constrain replies to the protocol's JSON Schema, as for `OllamaClient`.
     """
 
     provider_name = "ollama"
@@ -337,6 +369,8 @@ class LlamaClient(OllamaClient):
         max_connections: int | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         retry: RetryPolicy | None = None,
+        record_wire: bool = False,
+        json_grammar: bool = True,
     ) -> None:
         super().__init__(
             model,
@@ -345,6 +379,8 @@ class LlamaClient(OllamaClient):
             http_client=http_client,
             max_connections=max_connections,
             tool_protocol="json",
+            json_grammar=json_grammar,
             attachment_policy=attachment_policy,
             retry=retry,
+            record_wire=record_wire,
         )

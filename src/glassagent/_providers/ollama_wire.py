@@ -10,6 +10,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from glassagent._core import tool_choice
 from glassagent._core.errors import ProviderError, ResponseParseError, UserError
 from glassagent._core.messages import (
     Attachment,
@@ -84,35 +85,65 @@ def request_body(
     stream: bool,
     json_mode: bool,
     encode_history: bool,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
     """The request body; `json_mode` sends tools by the JSON tool protocol.
 
     With `encode_history` (or `json_mode`), earlier tool calls and results go in the
-    protocol's text form.
+    protocol's text form. In `json_mode` the reply's ``format`` is the protocol's schema
+    (`json_protocol.reply_schema`) with `json_grammar`, else any JSON (``"json"``).
     """
     if encode_history or json_mode:
         messages = json_protocol.encode_history(messages)
+    choice = settings.tool_choice if settings is not None else None
+    offered = json_protocol.offered_tools(tools, settings) if json_mode else ()
     if json_mode:
-        system = json_protocol.system_prompt(system, tools)
+        system = json_protocol.system_prompt(system, offered, choice)
     wire = [{"role": "system", "content": system}] if system else []
     body: dict[str, Any] = {
         "model": model,
         "messages": wire + [_wire_message(m) for m in messages],
         "stream": stream,
     }
-    if tools and not json_mode:
+    if tools and not json_mode and (tools := _native_tools(tools, settings)):
         body["tools"] = wire_tools(tools)
     if json_mode:
-        body["format"] = "json"
+        body["format"] = json_protocol.reply_schema(offered, choice) if json_grammar else "json"
     if settings is not None:
         _add_settings(body, settings)
     return body
+
+
+def _native_tools(
+    tools: Sequence[ToolDefinition], settings: ModelSettings | None
+) -> Sequence[ToolDefinition]:
+    """The tools sent natively under ``settings.tool_choice``: ``"none"`` sends none.
+
+    Raises:
+        ConfigurationError: For ``"required"`` or a tool's name: Ollama's chat API has no
+            tool choice, so nothing can make the model call a tool.
+    """
+    choice = tool_choice.resolve(settings, tools)
+    if choice == "none":
+        return ()
+    if choice not in (None, "auto"):
+        raise tool_choice.refused(
+            PROVIDER,
+            choice,
+            "Ollama's chat API has no tool choice, so it can only offer tools ('auto') or "
+            "send none ('none'). Models served with the JSON tool protocol "
+            "(OllamaClient(tool_protocol='json')) honour every choice.",
+        )
+    return tools
 
 
 def _add_settings(body: dict[str, Any], settings: ModelSettings) -> None:
     """Put `settings` into `body`: the portable ones, then `OllamaOptions` as given."""
     options: dict[str, Any] = {}
     add_portable(options, settings, max_tokens="num_predict", stop="stop")
+    if settings.output_schema is not None:
+        output = {"format": dict(settings.output_schema.schema)}
+        add_unset(body, output, "ModelSettings.output_schema", PROVIDER)
     if settings.thinking_budget is not None:
         # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
         body["think"] = settings.thinking_budget != 0

@@ -19,7 +19,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import json_protocol, shapes
+from glassagent._providers import capture, json_protocol, shapes
 from glassagent._providers import openai_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import parse_arguments
@@ -32,6 +32,8 @@ from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
     import httpx
+
+    from glassagent._core.output import OutputMode
 
 # Kept importable from here: older code and plugins import them from this module.
 __all__ = ["OpenAICompatibleClient", "parse_arguments", "wire_messages", "wire_tools"]
@@ -62,17 +64,28 @@ class OpenAICompatibleClient(BaseLLMClient):
             ``http_client``, whose own limits apply.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
+        json_grammar: With the JSON tool protocol, constrain replies to the protocol's JSON
+            Schema (`response_format` of type ``json_schema``; llama.cpp's server, vLLM and
+            LM Studio enforce it while decoding), so every reply parses and names a tool on
+            offer. Off by default, since not every server enforces a schema: replies are
+            then asked to be any JSON object. `LocalServer.client` turns it on.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read and whether remote ones are
             passed on or downloaded; `AttachmentPolicy()` when not given. Remote images go as
             ``image_url`` URLs; other remote files need downloads allowed.
+        record_wire: Attach each call's request and response bodies to its answer
+            (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
+            bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, for an
             unknown tool protocol, or for a ``max_connections`` that is not a positive
             integer or comes with an ``http_client``.
     """
+
+    _named_tool_choice = True
+    """Whether the server takes a tool choice naming one tool (llama.cpp's does not)."""
 
     def __init__(
         self,
@@ -85,8 +98,10 @@ class OpenAICompatibleClient(BaseLLMClient):
         http_client: httpx.AsyncClient | None = None,
         max_connections: int | None = None,
         tool_protocol: Literal["native", "json"] = "native",
+        json_grammar: bool = False,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
+        record_wire: bool = False,
     ) -> None:
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
@@ -109,8 +124,12 @@ class OpenAICompatibleClient(BaseLLMClient):
         self.model = model
         self.provider_name = "openai" if is_openai else "openai_compatible"
         self.tool_protocol = tool_protocol
+        self.json_grammar = json_grammar
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
         self.retry: RetryPolicy | None = retry
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
+        self.record_wire: bool = record_wire
+        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
         self._secret = key or None
         self._path = wire.PATH
         if config.api_version:
@@ -126,6 +145,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             http_client=http_client,
             secret=key or None,
             start_hint=wire.START_HINT,
+            status_hook=wire.status_hook(self.provider_name, key or None),
             max_connections=max_connections,
         )
 
@@ -160,6 +180,30 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings,
             json_tools=json_tools,
             stream=stream,
+            json_grammar=self.json_grammar,
+            named_choice=self._named_tool_choice,
+        )
+
+    def _json_mode(self, tools: Sequence[ToolDefinition], settings: ModelSettings | None) -> bool:
+        """Whether the reply is read by the JSON tool protocol (it offers tools)."""
+        return self.tool_protocol == "json" and bool(json_protocol.offered_tools(tools, settings))
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.
+
+        With tools, only OpenAI itself takes the schema too; other servers (llama.cpp's among
+        them) and the JSON tool protocol get the final-answer tool (``tool``).
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if not tools:
+            return "native"
+        return (
+            "native"
+            if self.provider_name == "openai" and self.tool_protocol == "native"
+            else "tool"
         )
 
     def _finish(
@@ -169,6 +213,8 @@ class OpenAICompatibleClient(BaseLLMClient):
             stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
         )
         response = shapes.check_blocked(response, self.provider_name)
+        if self.record_wire:
+            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
         return json_protocol.read_response(response) if json_mode else response
 
     async def chat(
@@ -188,7 +234,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             settings: Temperature, max tokens, stop sequences, time and size limits, retries.
         """
         messages = await self._attachments.prepare(messages)
-        json_mode = self.tool_protocol == "json" and bool(tools)
+        json_mode = self._json_mode(tools, settings)
         body = self._body(messages, tools, system, settings, stream=False)
 
         async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
@@ -226,7 +272,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             ResponseParseError: For a malformed chunk or a stream that ends before the answer.
         """
         messages = await self._attachments.prepare(messages)
-        json_mode = self.tool_protocol == "json" and bool(tools)
+        json_mode = self._json_mode(tools, settings)
         body = self._body(messages, tools, system, settings, stream=True)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:

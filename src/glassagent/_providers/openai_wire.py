@@ -11,7 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from glassagent._core.errors import ConfigurationError, ProviderError
+from glassagent._core import tool_choice
+from glassagent._core.errors import ConfigurationError, ProviderError, ToolCallFormatError
 from glassagent._core.messages import (
     Attachment,
     Message,
@@ -23,9 +24,11 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.options import OpenAIOptions, add_portable, add_unset, options_for
+from glassagent._core.output import OutputSchema
 from glassagent._providers import json_protocol, shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
+from glassagent._providers.transport import StatusHook, error_message
 
 PATH = "/chat/completions"
 STOP_REASONS: dict[str, StopReason] = {
@@ -42,6 +45,10 @@ STOP_REASONS: dict[str, StopReason] = {
 """Finish reasons and their neutral reading; any other is ``other``, a missing one ``end_turn``."""
 _LLAMA_TIMINGS = ("prompt_ms", "predicted_ms")
 _TEXT_MIME_TYPES = ("application/json", "application/xml", "application/x-yaml")
+UNREADABLE_OUTPUT = "The model produced output that does not match the expected"
+"""How llama.cpp's server begins its error for a reply that does not match the chat
+template's tool-call format (the message ends with the format's name, e.g.
+``peg-native format``)."""
 START_HINT = (
     "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
     "base_url='http://127.0.0.1:8080/v1') or set OPENAI_API_BASE to its address."
@@ -234,24 +241,65 @@ def request_body(
     *,
     json_tools: bool,
     stream: bool,
+    named_choice: bool = True,
+    json_grammar: bool = False,
 ) -> dict[str, Any]:
-    """The request body; with `json_tools`, tools go by the JSON tool protocol."""
+    """The request body; with `json_tools`, tools go by the JSON tool protocol.
+
+    Without `named_choice` (llama.cpp's server reads ``tool_choice`` as a string only), a
+    tool choice naming one tool is sent as that tool alone with ``"required"``. With
+    `json_grammar`, a JSON-protocol reply is constrained to `json_protocol.reply_schema`
+    (``response_format`` of type ``json_schema``), else to any JSON object.
+    """
     body: dict[str, Any] = {"model": model}
     if json_tools:
-        if tools:
-            system = json_protocol.system_prompt(system, tools)
-            body["response_format"] = {"type": "json_object"}
+        offered = json_protocol.offered_tools(tools, settings)
+        if offered:
+            choice = settings.tool_choice if settings is not None else None
+            system = json_protocol.system_prompt(system, offered, choice)
+            body["response_format"] = _reply_format(offered, choice, json_grammar)
         body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
     else:
         body["messages"] = wire_messages(messages, system)
+        choice = tool_choice.resolve(settings, tools)
+        if choice is not None and choice not in tool_choice.KEYWORDS and not named_choice:
+            tools, choice = tool_choice.offered(choice, tools), "required"
         if tools:
             body["tools"] = wire_tools(tools)
+        if choice is not None:
+            body["tool_choice"] = _wire_choice(choice)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     if settings is not None:
         _add_settings(body, settings, provider)
     return body
+
+
+def _wire_choice(choice: str) -> str | dict[str, Any]:
+    """A checked tool choice in the chat-completions ``tool_choice`` shape."""
+    if choice in tool_choice.KEYWORDS:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def response_format(output: OutputSchema) -> dict[str, Any]:
+    """The ``response_format`` of a structured answer (OpenAI and llama.cpp's server)."""
+    json_schema: dict[str, Any] = {"name": output.name, "schema": dict(output.schema)}
+    if output.description:
+        json_schema["description"] = output.description
+    json_schema["strict"] = output.strict
+    return {"type": "json_schema", "json_schema": json_schema}
+
+
+def _reply_format(
+    tools: Sequence[ToolDefinition], choice: str | None, grammar: bool
+) -> dict[str, Any]:
+    """The ``response_format`` of a JSON-protocol request (any object without a grammar)."""
+    if not grammar:
+        return {"type": "json_object"}
+    schema = json_protocol.reply_schema(tools, choice)
+    return {"type": "json_schema", "json_schema": {"name": "tool_protocol_reply", "schema": schema}}
 
 
 def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) -> None:
@@ -263,6 +311,9 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) 
             "or your server's own field in OpenAIOptions(extra_body=...)."
         )
     add_portable(body, settings, max_tokens="max_tokens", stop="stop")
+    if settings.output_schema is not None:
+        output = {"response_format": response_format(settings.output_schema)}
+        add_unset(body, output, "ModelSettings.output_schema", provider)
     options = options_for(settings.provider_options, OpenAIOptions, provider)
     if options is None:
         return
@@ -291,12 +342,44 @@ def decode_chunk(data: str, provider: str, secret: str | None) -> dict[str, Any]
     return chunk
 
 
+def unreadable_tool_call(
+    message: str | None, body: str, provider: str, secret: str | None, status: int | None
+) -> ToolCallFormatError | None:
+    """llama.cpp's "could not parse the model's output" error as `ToolCallFormatError`.
+
+    llama.cpp's server sends it (HTTP 500, or an error event mid-stream) when the model's
+    reply does not match the tool-call format of its chat template, e.g. a call of a tool
+    that does not exist. `None` for any other error.
+    """
+    if message is None or not message.startswith(UNREADABLE_OUTPUT):
+        return None
+    return ToolCallFormatError(
+        redact(f"{provider} could not read the model's reply: {message[:500]}", secret),
+        status=status,
+        body=redact(body[:2000], secret),
+        provider=provider,
+    )
+
+
+def status_hook(provider: str, secret: str | None) -> StatusHook:
+    """The transport's hook: a 500 that is llama.cpp's parse failure becomes typed."""
+
+    def hook(status: int, body: str) -> ProviderError | None:
+        if status != 500:
+            return None
+        return unreadable_tool_call(error_message(body), body, provider, secret, status)
+
+    return hook
+
+
 def stream_error(chunk: dict[str, Any], provider: str, secret: str | None) -> ProviderError:
     """The error a server reported mid-stream, without the key."""
     error = chunk.get("error")
     message = error.get("message") if isinstance(error, dict) else error
     if not isinstance(message, str):
         message = shapes.optional_text(chunk.get("message")) or "no details"
+    if unreadable := unreadable_tool_call(message, shapes.snippet(chunk), provider, secret, None):
+        return unreadable
     return ProviderError(
         redact(f"{provider} reported an error mid-stream: {message[:500]}", secret),
         body=redact(shapes.snippet(chunk), secret),

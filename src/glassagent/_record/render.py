@@ -162,6 +162,12 @@ def _html_step(step: ModelStep, *, show_text: bool = True) -> str:
         )
     if step.text and show_text:
         parts.append(f'<div class="ga-text">{esc(step.text)}</div>')
+    if step.wire is not None:
+        parts.append(
+            '<details class="ga-wire"><summary>Wire: request and response bodies</summary>'
+            f"<pre>{esc(_cut(_json(step.wire.get('request'))))}</pre>"
+            f"<pre>{esc(_cut(_json(step.wire.get('response'))))}</pre></details>"
+        )
     if step.tools:
         parts.append('<ul class="ga-tools">')
         parts += [_html_tool(tool) for tool in step.tools]

@@ -32,6 +32,7 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
 )
+from glassagent._core.output import FINAL_TOOL
 from glassagent._core.result import RunResult
 from glassagent._record import compare
 from glassagent._record.jsonl import recorded
@@ -39,6 +40,8 @@ from glassagent._testing import RecordedRequest, _RecordingClient
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from glassagent._core.output import OutputMode
 
 _REQUEST_KEYS = ("messages", "tools", "system", "settings")
 
@@ -109,6 +112,7 @@ def _response(event: LLMResponseEvent) -> LLMResponse:
         usage=event.usage,
         protocol_error=event.protocol_error,
         raw_stop_reason=event.raw_stop_reason,
+        wire=event.wire,  # a recording with wire bodies replays to the same events
     )
 
 
@@ -175,6 +179,21 @@ class ReplayClient(_RecordingClient):
     """
 
     provider_name = "replay"
+
+    def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
+        """The mode the recorded run used, as its next recorded request shows.
+
+        Args:
+            tools: Whether the run offers tools of its own.
+            settings: The run's settings.
+        """
+        if len(self.requests) >= len(self._calls):
+            return "tool"
+        request = self._calls[len(self.requests)].request
+        if (request.get("settings") or {}).get("output_schema"):
+            return "native"
+        names = [t.get("name") for t in request.get("tools") or () if isinstance(t, dict)]
+        return "tool" if FINAL_TOOL in names else "prompted"
 
     def __init__(
         self,
@@ -290,7 +309,7 @@ class ReplayClient(_RecordingClient):
         number = len(self.requests)
         return self._calls[number].protocol if number < len(self._calls) else self.tool_protocol
 
-    def check(self, *runs: RunResult | Iterable[Event]) -> None:
+    def check(self, *runs: RunResult[Any] | Iterable[Event]) -> None:
         """Check that the replay went as recorded: every model call made, the same events.
 
         The events are compared as their dicts, without ids, sequence numbers, timestamps and

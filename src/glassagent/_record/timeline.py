@@ -44,6 +44,8 @@ class ModelStep:
     stop_reason: str = ""
     notes: list[str] = field(default_factory=list)
     tools: list[ToolStep] = field(default_factory=list)
+    wire: Mapping[str, Any] | None = None
+    """The call's recorded wire bodies (``record_wire=True``), if any."""
 
 
 @dataclass
@@ -177,6 +179,10 @@ def _read_step(step: ModelStep, calls: dict[str, ToolStep], event: Mapping[str, 
             f"retry {text(event.get('attempt'))} after {text(event.get('error_type'))}{status}: "
             f"{text(event.get('error'))}"
         )
+    elif kind == "output_retry":
+        errors = event.get("errors")
+        errors = "; ".join(text(e) for e in errors) if isinstance(errors, list) else ""
+        step.notes.append(f"not valid output, asked again ({text(event.get('attempt'))}): {errors}")
     elif kind == "llm_response":
         step.done = True
         step.text = text(event.get("text"))
@@ -188,6 +194,8 @@ def _read_step(step: ModelStep, calls: dict[str, ToolStep], event: Mapping[str, 
         step.stop_reason = text(event.get("stop_reason"))
         if event.get("protocol_error"):
             step.notes.append(f"tool protocol not followed: {text(event['protocol_error'])}")
+        wire = event.get("wire")
+        step.wire = wire if isinstance(wire, Mapping) else None
     elif kind == "function_call_start":
         call = ToolStep(
             call_id=text(event.get("call_id")),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,6 +14,7 @@ from glassagent._core.errors import ConfigurationError, GlassAgentError, RunAbor
 from glassagent._core.events import BudgetExceededEvent, to_jsonable
 from glassagent._core.messages import ModelSettings, StopReason, Usage
 from glassagent._core.result import RunResult
+from glassagent._core.tool_choice import check_against
 from glassagent._history.model import Version
 from glassagent._history.tree import History
 from glassagent._profiles.cost import Cost, client_cost
@@ -27,6 +28,7 @@ from glassagent._server.request import (
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
+    from glassagent._agent.hook import OnEvent
     from glassagent._history.protocol import ChatStore
 
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
@@ -111,6 +113,8 @@ class ServerConfig:
     system: str | None = None
     settings: ModelSettings | None = None
     limits: ServerLimits = DEFAULT_SERVER_LIMITS
+    on_event: OnEvent | None = None
+    """Given each event of every run the server makes (``Agent(on_event=...)``)."""
 
 
 def make_config(
@@ -120,13 +124,17 @@ def make_config(
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
+    on_event: OnEvent | None = None,
 ) -> ServerConfig:
     """Check and gather a server's configuration.
 
     Raises:
-        ConfigurationError: For no model, a non-client, two tools of one name, or a budget
-            with a ``max_cost`` on a model that cannot be priced in its currency.
+        ConfigurationError: For no model, a non-client, two tools of one name, a budget
+            with a ``max_cost`` on a model that cannot be priced in its currency, or an
+            `on_event` that is not callable.
     """
+    if on_event is not None and not callable(on_event):
+        raise ConfigurationError(f"`on_event` must be callable, got {type(on_event).__name__}.")
     if isinstance(models, BaseLLMClient):
         clients: dict[str, BaseLLMClient] = {models.model: models}
     elif isinstance(models, Mapping):
@@ -158,6 +166,7 @@ def make_config(
         system=system,
         settings=settings,
         limits=limits,
+        on_event=on_event,
     )
 
 
@@ -248,9 +257,11 @@ class Invocation:
         request, limits = self.request, self.config.limits
         client = self.client()
         system = request.system_prompt
+        tools = self.tools()
+        _check_tool_choice(request, tools)
         agent = Agent(
             client,
-            self.tools(),
+            tools,
             system=system if system is not None else self.config.system,
             max_iterations=min(
                 request.max_iterations or limits.max_iterations, limits.max_iterations
@@ -258,6 +269,7 @@ class Invocation:
             settings=self.config.settings,
             run_timeout=limits.run_timeout,
             budget=limits.budget,
+            on_event=self.config.on_event,
         )
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
@@ -351,6 +363,7 @@ async def invoke(
     system: str | None = None,
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
+    on_event: OnEvent | None = None,
 ) -> InvokeResult:
     """Run one agent turn: resolve the conversation, run the agent, keep the turn if asked.
 
@@ -375,6 +388,8 @@ async def invoke(
         system: System instructions when the request gives none.
         settings: Generation settings under the request's ``params``.
         limits: The server's limits; `ServerLimits()` when not given.
+        on_event: Given each event of the run as it is emitted, e.g. to trace or record it
+            (see ``Agent(on_event=...)``).
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).
@@ -383,7 +398,9 @@ async def invoke(
         GlassAgentError: The run's error when it fails (`ProviderError`,
             `MaxIterationsExceeded`, ...), with ``.result`` set.
     """
-    config = make_config(clients, tools, system=system, settings=settings, limits=limits)
+    config = make_config(
+        clients, tools, system=system, settings=settings, limits=limits, on_event=on_event
+    )
     invocation = Invocation(request, config, store)
     run = await invocation.start()
     return await invocation.finish(await run_to_end(run))
@@ -397,3 +414,12 @@ async def run_to_end(run: AgentRun) -> RunResult:
         if exc.result is None:  # pragma: no cover - an ended run always sets it
             raise
         return exc.result
+
+
+def _check_tool_choice(request: InvokeRequest, tools: Sequence[Tool]) -> None:
+    """Refuse a ``params.tool_choice`` that no tool of the turn can satisfy (400)."""
+    choice = request.settings.tool_choice if request.settings is not None else None
+    try:
+        check_against(choice, [tool.name for tool in tools])
+    except UserError as exc:
+        raise InvokeError(f"params.tool_choice: {exc}", status=400, code="unknown_tool") from None

@@ -100,6 +100,7 @@ _PARAMS: dict[str, Callable[[Any], bool]] = {
     "thinking_budget": lambda v: _is_int(v),
     "timeout": lambda v: _is_number(v),
     "stop_sequences": lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+    "tool_choice": lambda v: isinstance(v, str),
 }
 _PARAM_KINDS = {
     "temperature": "a number",
@@ -107,6 +108,7 @@ _PARAM_KINDS = {
     "thinking_budget": "an integer",
     "timeout": "a number",
     "stop_sequences": "an array of strings",
+    "tool_choice": "a string",
 }
 
 

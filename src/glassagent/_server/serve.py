@@ -23,6 +23,8 @@ from glassagent._tools.tool import Tool
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from glassagent._agent.hook import OnEvent
+
 _INSTALL = "pip install 'glassagent[server]'"
 
 
@@ -35,6 +37,7 @@ def create_app(
     limits: ServerLimits | None = None,
     system: str | None = None,
     settings: ModelSettings | None = None,
+    on_event: OnEvent | None = None,
 ) -> Starlette:
     """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
 
@@ -57,16 +60,22 @@ def create_app(
         limits: Bounds on requests; `ServerLimits()` when not given.
         system: System instructions for requests that bring none.
         settings: Generation settings under each request's ``params``.
+        on_event: Given each event of every run the app makes, as it is emitted (see
+            ``Agent(on_event=...)``): to trace the runs (`glassagent.otel.EventTracer`) or
+            record them.
 
     Raises:
         ConfigurationError: For no model, clashing tool names, invalid tokens, a `store`
-            that is neither a directory nor a `ChatStore`, or when Starlette is not installed.
+            that is neither a directory nor a `ChatStore`, an `on_event` that is not
+            callable, or when Starlette is not installed.
     """
     try:
         from glassagent._server.app import build_app
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ConfigurationError(f"create_app needs Starlette: {_INSTALL}") from exc
-    config = make_config(model, tools, system=system, settings=settings, limits=limits)
+    config = make_config(
+        model, tools, system=system, settings=settings, limits=limits, on_event=on_event
+    )
     stores = None
     if isinstance(store, (str, os.PathLike, ChatStore)):
         stores = UserStores(store)

@@ -23,6 +23,7 @@ from glassagent.events import (
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
+    OutputRetryEvent,
     TextChunkEvent,
     ThinkingChunkEvent,
     ToolExecution,
@@ -189,6 +190,9 @@ class HumanView:
                 )
             case LLMResponseEvent():
                 self._response(event)
+            case OutputRetryEvent():
+                errors = one_line("; ".join(event.errors), more=marks.more)
+                self._line(f"{marks.model} not valid output, asked again: {errors}", "yellow")
             case FunctionCallStartEvent(function_name=name, args=args):
                 unknown = "" if event.tool_name else " (no such tool)"
                 self._line(f"{marks.call} {format_call(name, args, marks.more)}{unknown}", "cyan")

@@ -486,6 +486,9 @@
     llm_retry(turn, event) {
       turn.step("retry", `Retry ${event.attempt}`, `in ${event.delay} s after ${event.error_type}: ${event.error}`);
     },
+    output_retry(turn, event) {
+      turn.step("retry", `Output retry ${event.attempt}`, `not valid output: ${(event.errors || []).join("; ")}`);
+    },
     thinking_chunk(turn, event) {
       turn.thinking(event.text);
     },

@@ -1,0 +1,123 @@
+"""`EventTracer`: an ``on_event`` hook that traces every run of an agent (or of a server).
+
+`traced` wraps one run you start yourself. Runs you never hold, those ``agent.run_sync``
+makes inside a library or those of the invoke server, are traced by giving an `EventTracer`
+as the agent's (or the app's) ``on_event`` hook: it opens a run's spans at its first event
+and ends them at its last, with the spans, attributes and content `traced` gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, cast
+
+from opentelemetry import trace
+
+from glassagent import __version__
+from glassagent._core.errors import UserError
+from glassagent._core.events import LLMResponseEvent
+from glassagent._core.messages import StopReason, Usage
+from glassagent._otel.spans import Options, RunSpans
+from glassagent._otel.traced import INSTRUMENTATION
+from glassagent._profiles.cost import Cost
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from glassagent._core.events import Event
+    from glassagent._core.result import RunResult, RunStopReason
+
+_STOPS: dict[str, RunStopReason] = {
+    "complete": "end_turn",
+    "aborted": "aborted",
+    "error": "error",
+    "budget_exceeded": "budget",
+    "awaiting_approval": "awaiting_approval",
+}
+"""The last event of a run, by type, and the run's `RunResult.stop_reason`."""
+
+
+@dataclass
+class _Totals:
+    """What a run's result would tell the run span, summed from its events."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: Cost = field(default_factory=lambda: Cost(Decimal(0)))
+    iterations: int = 0
+    model_stop_reason: StopReason | None = None
+    stop_reason: RunStopReason = "error"
+
+    def add(self, event: LLMResponseEvent) -> None:
+        self.usage += event.usage
+        self.cost = self.cost + event.cost if self.iterations else event.cost
+        self.iterations += 1
+        self.model_stop_reason = event.stop_reason
+
+
+class EventTracer:
+    """An ``on_event`` hook that traces each run it is given the events of, as `traced` does.
+
+    Give it to the agent, ``Agent(..., on_event=EventTracer())``, or to the invoke server,
+    ``create_app(..., on_event=EventTracer())``: every run becomes an ``invoke_agent`` span
+    with its ``chat`` and ``execute_tool`` spans, whoever runs it. One tracer serves any
+    number of runs at once. Unlike `traced`, the run's own task does not run with the run
+    span current, so spans that code inside the run creates (an instrumented HTTP client)
+    are not its children.
+
+    Example:
+        ```python
+        app = create_app(model=client, tools=tools, on_event=EventTracer(redact=redactor))
+        ```
+
+    Args:
+        tracer_provider: Where the spans go (`None`: the global tracer provider).
+        capture_content: Also export the conversation (see `traced`).
+        redact: Applied to each standard event dict before anything of it is exported, as
+            in `traced`. Give the agent's own hook to hide what its recordings hide (a hook
+            sees no agent, so there is no default).
+        agent_name: The agent's name: ``gen_ai.agent.name`` and the run span's name.
+
+    Raises:
+        UserError: When `redact` is not callable or `agent_name` is empty.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        capture_content: bool = False,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        agent_name: str | None = None,
+    ) -> None:
+        if redact is not None and not callable(redact):
+            problem = f"`redact` must be a function of an event dict, got {type(redact).__name__}."
+            raise UserError(problem)
+        if agent_name is not None and (not isinstance(agent_name, str) or not agent_name.strip()):
+            raise UserError("`agent_name` must be a non-empty string.")
+        self._tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
+        self._options = Options(bool(capture_content), redact, agent_name)
+        self._runs: dict[str, tuple[RunSpans, _Totals]] = {}
+
+    def __call__(self, event: Event) -> None:
+        """Trace `event`: open its run's spans at the first, end them at the last."""
+        run = self._runs.get(event.run_id)
+        if run is None:
+            spans = RunSpans(self._tracer, self._options, event.run_id)
+            run = self._runs[event.run_id] = (spans, _Totals())
+        spans, totals = run
+        spans.observe(event)
+        if isinstance(event, LLMResponseEvent):
+            totals.add(event)
+        stop = _STOPS.get(event.type)
+        if stop is None:
+            return
+        del self._runs[event.run_id]
+        if event.type == "error" and getattr(event, "error_type", "") == "MaxIterationsExceeded":
+            stop = "max_iterations"
+        totals.stop_reason = stop
+        spans.finish(cast("RunResult", totals), None)  # the totals a result would give
+
+    def __repr__(self) -> str:
+        return f"EventTracer(runs_open={len(self._runs)})"
