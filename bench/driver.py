@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from measure import PROMPT, Factory, Run, counter, k_of, main
+from measure import POOL, PROMPT, Factory, Run, counter, k_of, main
 
 COUNTER_TOOL = {
     "type": "function",
@@ -65,7 +65,8 @@ async def _raw_call(http: Any, url: str, body: dict[str, Any], stream: bool) -> 
 def raw_driver(base_url: str, model: str, stream: bool) -> Run:
     import httpx
 
-    http = httpx.AsyncClient(timeout=60)
+    limits = httpx.Limits(max_connections=POOL, max_keepalive_connections=POOL)
+    http = httpx.AsyncClient(timeout=60, limits=limits)  # the pool glassagent's clients keep
     url = f"{base_url}/v1/chat/completions"
 
     async def run() -> str:

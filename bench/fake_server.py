@@ -6,8 +6,12 @@ calls the ``counter`` tool with ``n`` = the number of results so far; then it an
 ``done <K>``. So every client makes exactly K+1 model calls per run.
 
 Run: ``python bench/fake_server.py [--port 0]``; it prints ``PORT <n>`` once listening.
-``GET /_stats`` answers ``{"connections": <n>}``: the connections accepted so far, its own
-included, so bench/run.py can count the connections each driver opens.
+``GET /_stats`` answers ``{"connections": <n>, "cpu_s": <s>}``: the connections accepted
+so far, its own included, so bench/run.py can count the connections each driver opens, and
+the CPU seconds the server has used, so a driver can tell whether the server kept up.
+
+Answers are cached by request (path and body bytes, which repeat across runs), so the server
+spends almost no CPU per request and is not what limits 100 concurrent runs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import json
 import re
 import sys
+import time
 from typing import Any
 
 _K = re.compile(r"k(\d+)")
@@ -183,11 +188,17 @@ def gemini(model: str, body: dict[str, Any], stream: bool) -> tuple[bytes, str]:
 
 CONNECTIONS = 0
 """Connections accepted since the server started."""
+_CACHE: dict[tuple[str, bytes], bytes] = {}
+"""Whole answers (head and body) by request path and body; cleared when it grows large."""
+_CACHE_SIZE = 4096
+_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
 
 
 def route(method: str, path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
     if path == "/_stats":
-        return 200, json.dumps({"connections": CONNECTIONS}).encode(), "application/json"
+        stats = {"connections": CONNECTIONS, "cpu_s": time.process_time()}
+        return 200, json.dumps(stats).encode(), "application/json"
     if path.startswith("/v1/chat/completions"):
         return (200, *openai(body))
     if path == "/api/chat":
@@ -215,20 +226,29 @@ class HTTPProtocol(asyncio.Protocol):
             head_end = self.buffer.find(b"\r\n\r\n")
             if head_end < 0:
                 return
-            head = self.buffer[:head_end].decode("latin-1").split("\r\n")
-            headers = {}
-            for line in head[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length", "0"))
+            head = self.buffer[:head_end]
+            found = _LENGTH.search(head)
+            length = int(found.group(1)) if found else 0
             if len(self.buffer) < head_end + 4 + length:
                 return
             body = self.buffer[head_end + 4 : head_end + 4 + length]
             self.buffer = self.buffer[head_end + 4 + length :]
-            method, target, _ = head[0].split(" ", 2)
+            method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
             self.respond(method, target, body)
 
     def respond(self, method: str, target: str, raw: bytes) -> None:
+        key = (target, raw)
+        answer = _CACHE.get(key)
+        if answer is None:
+            answer = self.answer(method, target, raw)
+            if target != "/_stats":
+                if len(_CACHE) >= _CACHE_SIZE:
+                    _CACHE.clear()
+                _CACHE[key] = answer
+        self.transport.write(answer)
+
+    @staticmethod
+    def answer(method: str, target: str, raw: bytes) -> bytes:
         try:
             status, payload, content_type = route(method, target, json.loads(raw or b"{}"))
         except Exception as exc:  # a bench server: report and go on
@@ -237,12 +257,11 @@ class HTTPProtocol(asyncio.Protocol):
                 json.dumps({"error": str(exc)}).encode(),
                 "application/json",
             )
-        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
         head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(payload)}\r\nConnection: keep-alive\r\n\r\n"
         )
-        self.transport.write(head.encode() + payload)
+        return head.encode() + payload
 
 
 async def serve(port: int) -> None:

@@ -16,10 +16,13 @@ import resource
 import statistics
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 PROMPT = "Count with the counter tool, then say done."
+POOL = 256
+"""Connections the raw-httpx floor keeps alive: glassagent's default pool size."""
 Run = Callable[[], Awaitable[str]]
 Factory = Callable[[str, str], Run]
 
@@ -30,6 +33,13 @@ def driver_options(base_url: str, args: Any) -> list[str]:
         "--base-url", base_url, "--k", str(args.k), "--n", str(args.n),
         "--concurrency", str(args.concurrency), "--rounds", str(args.rounds),
     ]  # fmt: skip
+
+
+def server_cpu(base_url: str) -> float:
+    """The CPU seconds the fake server has used so far."""
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=10) as reply:
+        seconds: float = json.load(reply)["cpu_s"]
+    return seconds
 
 
 def counter(n: int) -> int:
@@ -64,17 +74,21 @@ async def measure(
         assert text == expected, text
     cpu_ms = (time.process_time() - cpu_start) * 1000 / n
     rates = []
+    server_started, wall = server_cpu(base_url), 0.0
     for _ in range(rounds):
         started = time.perf_counter()
         texts = await asyncio.gather(*(run() for _ in range(concurrency)))
+        wall += time.perf_counter() - started
         rates.append(concurrency / (time.perf_counter() - started))
         assert all(t == expected for t in texts), texts
+    server_busy = (server_cpu(base_url) - server_started) / wall
     return {
         "driver": name,
         "latency_ms": statistics.median(latencies) * 1000,
         "cpu_ms_per_run": cpu_ms,
         "runs_per_s": statistics.median(rates),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "server_busy": server_busy,
     }
 
 

@@ -1,11 +1,18 @@
 """glassagent's framework overhead next to raw httpx, measured in one run.
 
-Usage: ``python bench/run.py [--k 10] [--n 20] [--concurrency 100] [--rounds 3] [--peers]``
+Usage: ``python bench/run.py [--k 10] [--n 20] [--concurrency 100] [--rounds 3] [--repeat 3]
+[--only openai,gemini] [--peers]``
 
 Starts the fake LLM server (bench/fake_server.py) on 127.0.0.1, runs every driver
 (bench/driver.py) in its own process, pinned to another core than the server when
 ``taskset`` exists, and prints Markdown tables with ratios against the raw-httpx floor
-measured in the same run. Results are also written to bench/results/latest.json.
+measured in the same run. With ``--repeat N`` every driver runs N times (interleaved) and
+each figure is the median of its N values: prefer it on a shared or noisy machine.
+``--only`` keeps the drivers whose name contains one of the given words (the raw-httpx floors
+always run). The floor keeps as many connections alive as glassagent's clients (256), and
+each row shows the connections the driver opened per run (counted by the fake server) and
+how busy the server was during the concurrent runs (well below 100 %: it kept up).
+Results are also written to bench/results/latest.json.
 
 With ``--peers``, the same task also runs on peer frameworks (pydantic-ai, openai-agents,
 smolagents, agno, strands), each installed into its own virtual environment under
@@ -141,6 +148,34 @@ def count_connections(result: dict[str, Any], before: int, base_url: str, args: 
     result["connections_per_run"] = opened / runs
 
 
+def median_result(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result whose every figure is the median of that figure over `samples`."""
+    result = dict(samples[0])
+    for key, value in samples[0].items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            result[key] = statistics.median(sample[key] for sample in samples)
+    result["repeats"] = len(samples)
+    return result
+
+
+def chosen_drivers(only: str | None) -> list[str]:
+    """The drivers to run: all available, or those `only` names (the floors always)."""
+    names = available_drivers()
+    if not only:
+        return names
+    words = [w.strip() for w in only.split(",") if w.strip()]
+    return [n for n in names if n.startswith("raw_") or any(w in n for w in words)]
+
+
+def run_drivers(names: list[str], base_url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each driver's result, the median of `args.repeat` interleaved runs."""
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for _ in range(args.repeat):
+        for name in names:
+            samples[name].append(run_driver(name, base_url, args))
+    return [median_result(samples[name]) for name in names]
+
+
 def run_driver(name: str, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [*pinned(1), PYTHON, str(HERE / "driver.py"), name]
     command += driver_options(base_url, args)
@@ -251,13 +286,13 @@ def print_tables(
     )
     print(
         f"Python {meta['python']} on {meta['machine']}, load average {meta['loadavg']}, "
-        f"pinned: {meta['pinned']}\n"
+        f"pinned: {meta['pinned']}, medians of {meta['repeat']} run(s) per driver\n"
     )
     print(
         "| driver | latency ms | overhead ms/call | CPU ms/run | CPU overhead ms/call "
-        "| runs/s @C | connections/run | peak RSS MB | import ms | packages |"
+        "| runs/s @C | connections/run | server busy @C | peak RSS MB | import ms | packages |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         label = f"{r['driver']} (peer: {r['peer']})" if "peer" in r else r["driver"]
         print(
@@ -267,12 +302,13 @@ def print_tables(
             f"| {r['cpu_overhead_ms_per_call']:+.3f} "
             f"| {r['runs_per_s']:.0f} ({r['throughput_ratio']:.2f}x) "
             f"| {r['connections_per_run']:.2f} "
+            f"| {r.get('server_busy', float('nan')):.0%} "
             f"| {r['peak_rss_mb']:.1f} ({r['rss_extra_mb']:+.1f}) "
             f"| {r['import_ms']:.0f} ({r['import_ratio']:.2f}x) | {r['packages']} |"
         )
     for name, why in skipped.items():
         why = why.replace("|", "\\|")
-        print(f"| {name} (peer) | skipped: {why} | | | | | | | | |")
+        print(f"| {name} (peer) | skipped: {why} | | | | | | | | | |")
     print("\n## Micro-benchmarks\n\n| measure | value |\n|---|---|")
     for name, value in micro_results.items():
         print(f"| {name} | {value:.2f} |")
@@ -304,6 +340,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100, help="runs at once for throughput")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (median)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per driver")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per driver (median)")
+    parser.add_argument("--only", help="comma-separated words: run only drivers whose name has one")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "latest.json")
     parser.add_argument(
         "--peers", action="store_true", help="also run the peer frameworks (installs them)"
@@ -313,8 +351,8 @@ def main() -> None:
     peer_pythons, skipped = prepare_peers() if args.peers else ({}, {})
     server, base_url = start_server()
     try:
-        drivers = available_drivers()
-        results = [run_driver(name, base_url, args) for name in drivers]
+        drivers = chosen_drivers(args.only)
+        results = run_drivers(drivers, base_url, args)
         results += run_peers(peer_pythons, skipped, base_url, args)
     finally:
         server.terminate()
@@ -339,6 +377,7 @@ def main() -> None:
         "n": args.n,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
+        "repeat": args.repeat,
         "python": platform.python_version(),
         "machine": f"{platform.machine()} x{os.cpu_count()}",
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),

@@ -16,7 +16,7 @@ import pytest
 from glassagent import Agent, LLMResponse, Message, ToolCall, Usage, tool
 from glassagent.errors import AttachmentError, ContextLengthError, UserError
 from glassagent.events import parse_event
-from glassagent.llm import Attachment
+from glassagent.llm import Attachment, ToolDefinition
 from glassagent.profiles import profile_file_name, reload_profiles
 from glassagent.testing import ScriptedClient
 
@@ -284,3 +284,21 @@ async def test_the_wrapped_client_answers_chat_by_the_protocol_too() -> None:
         "scripted",
         "json",
     )
+
+
+def test_the_request_size_counts_new_messages_and_sees_a_rewritten_history() -> None:
+    from glassagent._agent.guard import RequestSize, request_chars
+
+    tools = (ToolDefinition("add", "Add two numbers.", {"type": "object", "properties": {}}),)
+    call = ToolCall("c1", "add", {"a": 1, "b": [2, 3]})
+    history = [Message(role="user", content="hello")]
+    size = RequestSize()
+    for turn in range(3):
+        assert size.chars(history, tools, "be brief") == request_chars(history, tools, "be brief")
+        history += [
+            Message(role="assistant", content="", thinking="hm", tool_calls=(call,)),
+            Message(role="tool", content=f"{turn}", tool_call_id="c1", name="add"),
+        ]
+    rewritten = [Message(role="user", content="a much longer first message"), *history[1:]]
+    assert size.chars(rewritten, (), None) == request_chars(rewritten, (), None)
+    assert size.chars(history[:2], tools, None) == request_chars(history[:2], tools, None)

@@ -240,19 +240,31 @@ async def test_ollamas_capability_lookup_counts_against_the_deadline() -> None:
     assert time.monotonic() - started < 3
 
 
-async def test_the_timer_fallback_expires_completes_and_passes_cancellation_on() -> None:
-    from glassagent._providers.call import _Expired, _wait_until_by_timer
+async def test_one_timer_bounds_every_read_expires_completes_and_passes_cancellation_on() -> None:
+    from glassagent._providers.call import CallLimits
 
-    loop = asyncio.get_running_loop()
-    with pytest.raises(_Expired):
-        await _wait_until_by_timer(asyncio.sleep(5), loop.time() + 0.05, loop)
-    assert await _wait_until_by_timer(asyncio.sleep(0, "done"), loop.time() + 5, loop) == "done"
+    settings = ModelSettings(stall_timeout=1.0)
+    limits = CallLimits.first(settings, "p")
+    for _ in range(3):  # each read may take almost the stall timeout: the end moves on
+        assert await limits.wait(asyncio.sleep(0.6, "read")) == "read"
+    with pytest.raises(ProviderTimeoutError, match=r"sent nothing for 1 s"):
+        await limits.wait(asyncio.sleep(5))
+    task = asyncio.current_task()
+    assert task is not None
+    if hasattr(task, "cancelling"):  # Python 3.11+
+        assert task.cancelling() == 0  # our own cancellation was taken back
+    assert await limits.wait(asyncio.sleep(0, "done")) == "done"
+
+    inner = CallLimits.first(ModelSettings(timeout=0.2, stall_timeout=5), "p")
+    with pytest.raises(ProviderTimeoutError, match=r"within 0\.2 s"):  # a wait within a wait
+        await inner.wait(inner.wait(asyncio.sleep(5)))
+    limits.release()
 
     async def cancelled_from_outside() -> None:
-        await _wait_until_by_timer(asyncio.sleep(5), loop.time() + 5, loop)
+        await CallLimits.first(settings, "p").wait(asyncio.sleep(5))
 
-    task = asyncio.create_task(cancelled_from_outside())
+    cancelled = asyncio.create_task(cancelled_from_outside())
     await asyncio.sleep(0.01)
-    task.cancel()
+    cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
+        await cancelled

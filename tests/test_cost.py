@@ -180,7 +180,7 @@ def test_a_model_genai_prices_does_not_know_is_unpriced(monkeypatch: pytest.Monk
         return calc_price(usage, model, **options)
 
     monkeypatch.setattr(prices, "calc_price", counted)
-    monkeypatch.setattr("glassagent._profiles.cost._UNKNOWN_TO_GENAI_PRICES", {})
+    monkeypatch.setattr("glassagent._profiles.cost._UNKNOWN", {})
     cost = cost_of(Usage(input_tokens=1), None, model="acme-unknown-9", provider="openai")
     assert cost.amount is None
     assert "nor in genai-prices" in (cost.reason or "")
@@ -190,6 +190,27 @@ def test_a_model_genai_prices_does_not_know_is_unpriced(monkeypatch: pytest.Monk
     cost_of(Usage(input_tokens=1), None, model="gpt-4o", provider="openai")
     cost_of(Usage(input_tokens=1), None, model="gpt-4o", provider="openai")
     assert asked == ["acme-unknown-9", "gpt-4o", "gpt-4o"]  # known models: every time
+
+
+def test_an_unknown_model_is_looked_up_once_while_the_price_data_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prices = genai_prices()
+    asked: list[str] = []
+    calc_price = prices.calc_price
+
+    def counting(usage: object, model: str, **options: object) -> object:
+        asked.append(model)
+        return calc_price(usage, model, **options)
+
+    monkeypatch.setattr(prices, "calc_price", counting)
+    first = cost_of(Usage(input_tokens=1), None, model="acme-unknown-10", provider="openai")
+    again = cost_of(Usage(input_tokens=5), None, model="acme-unknown-10", provider="openai")
+    assert first == again
+    assert asked == ["acme-unknown-10"]
+    monkeypatch.setattr(prices.data_snapshot, "get_snapshot", lambda: object())  # updated
+    cost_of(Usage(input_tokens=1), None, model="acme-unknown-10", provider="openai")
+    assert asked == ["acme-unknown-10"] * 2
 
 
 def test_costs_add_up() -> None:

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import typing
 from datetime import date
@@ -273,3 +274,25 @@ async def test_events_of_a_real_run_round_trip() -> None:
     result = await Agent(client, [add]).run("1+2?")
     for event in result.events:
         assert ev.parse_event(json.loads(json.dumps(event.to_dict()))) == event
+
+
+def test_every_event_class_takes_its_fields_by_keyword_with_their_defaults() -> None:
+    for cls in typing.get_args(ev.Event):
+        required = {
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        values = {name: f"v-{name}" for name in required}
+        event = cls(**values)
+        for f in dataclasses.fields(cls):
+            if f.name in required:
+                assert getattr(event, f.name) == values[f.name]
+            elif f.default is not dataclasses.MISSING:
+                assert getattr(event, f.name) == f.default
+        assert isinstance(event.timestamp, float)
+        assert dataclasses.replace(event, seq=7).seq == 7
+        with pytest.raises(TypeError):
+            cls(**{name: values[name] for name in sorted(required)[1:]})
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.seq = 3  # type: ignore[misc]

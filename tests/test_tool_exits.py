@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from glassagent import Agent, LLMResponse, ToolCall, ToolContext, tool
-from glassagent._tools.execute import _call_async
+from glassagent._tools.execute import _call_async, _Workers
 from glassagent.agent import AgentRun
 from glassagent.errors import RunAborted, RunError
 from glassagent.testing import FunctionClient, ScriptedClient
@@ -388,3 +390,79 @@ async def test_a_timed_out_sync_tool_reports_no_progress_after_its_call_ended() 
     assert "tool_progress" not in types[complete:]
     assert types[-1] == "complete"
     release.set()
+
+
+async def test_a_hung_sync_tool_delays_no_other_call() -> None:
+    release = threading.Event()
+
+    def hang() -> str:
+        """Waits until released."""
+        release.wait(30)
+        return "late"
+
+    def where() -> str:
+        """Says which thread runs it."""
+        return threading.current_thread().name
+
+    calls = [ToolCall("h", "hang", {})] + [ToolCall(f"w{i}", "where", {}) for i in range(3)]
+    script = [LLMResponse("", calls[:2]), LLMResponse("", calls[2:3]), LLMResponse("", calls[3:])]
+    client = ScriptedClient([*script, "done"])
+    try:
+        started = time.perf_counter()
+        result = await Agent(client, [tool(timeout=0.2)(hang), tool(where)]).run("go")
+        assert time.perf_counter() - started < 10
+    finally:
+        release.set()
+    done = [e for e in result.events if e.type == "function_execution_complete"]
+    outputs = [e.execution.result for e in done]
+    assert outputs.count("glassagent-tool-where") == 3
+    assert any("timed out" in o for o in outputs)
+
+
+def test_worker_threads_are_reused_one_per_running_job() -> None:
+    workers = _Workers()
+    ran: list[int] = []
+    for _ in range(5):  # one after another: the same thread each time
+        done = threading.Event()
+        workers.submit(lambda done=done: (ran.append(threading.get_ident()), done.set()))
+        assert done.wait(10)
+        time.sleep(0.01)  # let the thread count itself idle again
+    assert len(set(ran)) == 1
+    release, other = threading.Event(), threading.Event()
+    workers.submit(lambda: release.wait(30))  # holds the idle thread
+    workers.submit(other.set)  # so this one gets a new thread and runs at once
+    try:
+        assert other.wait(10)
+    finally:
+        release.set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_sync_tools_on_threads_of_its_own() -> None:
+    def where() -> str:
+        """Says hello."""
+        return "hello"
+
+    def one_run() -> str:
+        client = answer_after(ToolCall("c1", "where", {}))
+        return asyncio.run(Agent(client, [tool(where)]).run("go")).text
+
+    assert one_run() == "done"
+    time.sleep(0.1)  # the parent's worker thread has counted itself idle
+    with warnings.catch_warnings():  # Python 3.12+ warns of forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            code = 0 if one_run() == "done" else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while (status := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if status[0] == 0:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    assert status[0] == child
+    assert os.waitstatus_to_exitcode(status[1]) == 0

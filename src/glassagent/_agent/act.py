@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -140,7 +140,7 @@ class Acting:
             self._emit(FunctionExecutionStartEvent, count=len(running))
             tasks = {s.call.id: asyncio.create_task(self._call(s)) for s in running}
             if tasks:
-                await asyncio.wait(tasks.values())
+                await _all_done(tasks.values())
         except asyncio.CancelledError:
             await self._observe_aborted(states, tasks, started, conversation)
             raise
@@ -284,3 +284,22 @@ class Acting:
     def _emit_complete(self, call: ToolCall, tool: Tool | None, result: ToolResult) -> None:
         execution = decide.execution(call, tool, result)
         self._emit(FunctionExecutionCompleteEvent, execution=execution)
+
+
+def _all_done(tasks: Collection[asyncio.Task[Any]]) -> asyncio.Future[None]:
+    """A future that is done once every task is (cancelling it leaves the tasks running).
+
+    ``asyncio.wait`` does the same with more machinery per call: one callback per task here.
+    """
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    left = len(tasks)
+
+    def finished(_: asyncio.Task[Any]) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0 and not done.done():
+            done.set_result(None)
+
+    for task in tasks:
+        task.add_done_callback(finished)
+    return done

@@ -45,14 +45,51 @@ def request_chars(
 
     Attachments are not counted: what a file costs in tokens depends on the provider.
     """
-    chars = len(system or "")
-    for tool in tools:
-        chars += len(tool.name) + len(tool.description) + len(_dumps(tool.parameters))
-    for message in messages:
-        chars += len(message.content) + len(message.thinking or "") + len(message.name or "")
-        for call in message.tool_calls:
-            chars += len(call.name) + len(_dumps(call.input))
+    chars = len(system or "") + _tool_chars(tools)
+    return chars + sum(_message_chars(message) for message in messages)
+
+
+def _tool_chars(tools: Sequence[ToolDefinition]) -> int:
+    return sum(len(t.name) + len(t.description) + len(_dumps(t.parameters)) for t in tools)
+
+
+def _message_chars(message: Message) -> int:
+    chars = len(message.content) + len(message.thinking or "") + len(message.name or "")
+    for call in message.tool_calls:
+        chars += len(call.name) + len(_dumps(call.input))
     return chars
+
+
+class RequestSize:
+    """`request_chars` of a run's requests, counting each message and tool list once.
+
+    A run's conversation grows by appending: the messages counted before are the start of
+    the next request (checked by identity), so only the new ones are measured.
+    """
+
+    def __init__(self) -> None:
+        self._counted: list[Message] = []
+        self._message_chars = 0
+        self._tools: Sequence[ToolDefinition] | None = None
+        self._tool_chars = 0
+
+    def chars(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
+    ) -> int:
+        """The same as `request_chars` for this request."""
+        counted = self._counted
+        known = len(counted)
+        if known > len(messages) or any(
+            a is not b for a, b in zip(counted, messages[:known], strict=True)
+        ):
+            counted.clear()
+            known = self._message_chars = 0
+        for message in messages[known:]:
+            self._message_chars += _message_chars(message)
+            counted.append(message)
+        if tools is not self._tools:
+            self._tools, self._tool_chars = tools, _tool_chars(tools)
+        return len(system or "") + self._tool_chars + self._message_chars
 
 
 def _dumps(value: object) -> str:
@@ -106,6 +143,7 @@ class RunGuard:
         self._zero = Cost(Decimal(0))
         self._known: tuple[int, int] | None = None  # (prompt tokens, chars) of the last call
         self._pending = (0, 0)  # (chars, estimated tokens) of the call being made
+        self._size = RequestSize()
 
     @property
     def cost(self) -> Cost:
@@ -165,7 +203,7 @@ class RunGuard:
         Raises:
             ContextLengthError: When the request is larger than the model's context window.
         """
-        chars = request_chars(messages, config.definitions, config.system)
+        chars = self._size.chars(messages, config.definitions, config.system)
         if self._known is None:
             tokens = chars // CHARS_PER_TOKEN
         else:

@@ -23,14 +23,16 @@ CostSource = Literal["profile", "genai-prices", "mixed"]
 
 _MILLION = Decimal(1_000_000)
 _PRICE_NAMES = ("input", "output", "thinking", "cached_input", "cache_write")
-_UNKNOWN_TO_GENAI_PRICES: dict[tuple[str, str | None], str] = {}
-"""Why genai-prices could not price a (model, provider): it is asked once per process."""
-_UNKNOWN_MAX = 1024
 
 # glassagent provider name -> genai-prices provider id
 _GENAI_PROVIDERS = {"anthropic": "anthropic", "gemini": "google", "openai": "openai"}
 # providers that run models on the user's own machine: no price database knows their price
 _LOCAL_PROVIDERS = frozenset({"local", "llama", "ollama"})
+_UNKNOWN: dict[tuple[str, str | None], tuple[object, str]] = {}
+"""Models genai-prices does not know, by (model, provider id): the price data asked and why.
+Asking again costs an exception per call; the answer holds while genai-prices' data is the
+same object (an update of its prices replaces it)."""
+_UNKNOWN_SIZE = 256
 
 
 @dataclass(frozen=True)
@@ -207,8 +209,10 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         "output_reasoning_tokens": usage.thinking_tokens,
     }
     provider_id = _GENAI_PROVIDERS.get((provider or "").lower())
-    if (reason := _UNKNOWN_TO_GENAI_PRICES.get((model, provider_id))) is not None:
-        return Cost(None, reason=reason)  # looked up once per process: ~40 µs a call saved
+    snapshot = _price_data(genai_prices)
+    known = _UNKNOWN.get((model, provider_id))
+    if known is not None and snapshot is not None and known[0] is snapshot:
+        return Cost(None, reason=known[1])
     try:
         calculation = genai_prices.calc_price(
             genai_prices.Usage(**{key: value for key, value in counts.items() if value}),
@@ -217,8 +221,10 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         )
     except Exception as exc:  # genai-prices raises LookupError for a model it does not know
         reason = f"no pricing for {model!r} in a profile, nor in genai-prices: {exc}"
-        if isinstance(exc, LookupError) and len(_UNKNOWN_TO_GENAI_PRICES) < _UNKNOWN_MAX:
-            _UNKNOWN_TO_GENAI_PRICES[(model, provider_id)] = reason
+        if isinstance(exc, LookupError) and snapshot is not None:
+            if len(_UNKNOWN) >= _UNKNOWN_SIZE:
+                _UNKNOWN.clear()
+            _UNKNOWN[(model, provider_id)] = (snapshot, reason)
         return Cost(None, reason=reason)
     version = getattr(genai_prices, "__version__", "?")
     return Cost(
@@ -227,3 +233,16 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         "genai-prices",
         priced_as=f"{calculation.provider.id}/{calculation.model.id} (genai-prices {version})",
     )
+
+
+def _price_data(genai_prices: Any) -> object | None:
+    """genai-prices' current price data (replaced when its prices update), if it says."""
+    snapshots = getattr(genai_prices, "data_snapshot", None)
+    get_snapshot = getattr(snapshots, "get_snapshot", None)
+    if get_snapshot is None:
+        return None
+    try:
+        data: object = get_snapshot()
+    except Exception:  # an installation we do not know: ask it every time
+        return None
+    return data

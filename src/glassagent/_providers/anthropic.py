@@ -24,7 +24,7 @@ from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import ANTHROPIC_API_BASE, resolve
 from glassagent._providers.http import mask_key
-from glassagent._providers.sse import sse_events
+from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class AnthropicClient(BaseLLMClient):
             ``https://api.anthropic.com``.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         retry: How failed calls are retried (`ModelSettings.retry` overrides it per call);
             by default `RetryPolicy()`.
         attachment_policy: Which local files attachments may read and whether remote ones are
@@ -62,7 +65,9 @@ class AnthropicClient(BaseLLMClient):
             bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
-        ConfigurationError: When Anthropic's own URL is used without an API key.
+        ConfigurationError: When Anthropic's own URL is used without an API key, or for a
+            ``max_connections`` that is not a positive integer or comes with an
+            ``http_client``.
     """
 
     provider_name = wire.PROVIDER
@@ -74,6 +79,7 @@ class AnthropicClient(BaseLLMClient):
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
@@ -102,6 +108,7 @@ class AnthropicClient(BaseLLMClient):
             http_client=http_client,
             secret=key or None,
             start_hint=_START_HINT,
+            max_connections=max_connections,
         )
 
     def get_masked_api_key(self) -> str:
@@ -215,16 +222,17 @@ class AnthropicClient(BaseLLMClient):
         reader = wire.Reader(self._secret, output_tool)
         events: list[Any] = []
         async with self._transport.stream(_PATH, body, limits) as response:
-            async for name, data in sse_events(self._transport.lines(response, _PATH)):
-                if reader.stopped:  # read to the end, so the connection goes back to the pool
-                    continue
-                ok, event = shapes.parse_json(data)
-                if not ok:
-                    detail = f"a malformed stream event {data[:200]!r}"
-                    raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)
-                events.append(event)
-                for part in reader.event(name, event):
-                    yield part
+            async for batch in event_batches(self._transport.line_batches(response, _PATH)):
+                for name, data in batch:
+                    if reader.stopped:  # read to the end: the connection goes back to the pool
+                        continue
+                    ok, event = shapes.parse_json(data)
+                    if not ok:
+                        detail = f"a malformed stream event {data[:200]!r}"
+                        raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)
+                    events.append(event)
+                    for part in reader.event(name, event):
+                        yield part
         if not reader.stopped:
             detail = "a stream that ended before message_stop"
             raise shapes.parse_error(wire.PROVIDER, detail, secret=self._secret)

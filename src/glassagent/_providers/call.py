@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from glassagent._core.errors import ProviderError, ProviderTimeoutError, ResponseParseError
 from glassagent._core.messages import LLMResponse, ModelSettings, RetryNotice, StreamPart
@@ -42,7 +41,13 @@ logger = logging.getLogger("glassagent")
 
 @dataclass(kw_only=True)
 class CallLimits:
-    """The limits of one attempt of a model call."""
+    """The limits of one attempt of a model call.
+
+    Every `wait` of the attempt shares one timer: it is armed once and, when it fires
+    before the running wait's end (a later read moved the end on), armed again for that end,
+    so a read costs a few attribute writes instead of a timer of its own. `release` cancels
+    it when the attempt ends.
+    """
 
     provider: str
     deadline: float | None
@@ -51,6 +56,8 @@ class CallLimits:
     stall: float
     max_bytes: int
     received: int = 0
+    _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    _waiting: _Waiting | None = field(default=None, repr=False)
 
     @classmethod
     def first(cls, settings: ModelSettings, provider: str) -> CallLimits:
@@ -67,13 +74,20 @@ class CallLimits:
 
     def again(self) -> CallLimits:
         """The limits of the next attempt: the same deadline, a fresh byte count."""
-        return replace(self, received=0)
+        self.release()
+        return replace(self, received=0, _timer=None, _waiting=None)
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (`None`: no deadline)."""
         if self.deadline is None:
             return None
         return self.deadline - asyncio.get_running_loop().time()
+
+    def release(self) -> None:
+        """Cancel the shared timer (the attempt is over)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def wait(self, awaitable: Awaitable[_T]) -> _T:
         """Await `awaitable` until the deadline or the stall timeout, whichever is first.
@@ -85,25 +99,59 @@ class CallLimits:
         stall_end = loop.time() + self.stall
         is_deadline = self.deadline is not None and self.deadline <= stall_end
         end = self.deadline if is_deadline and self.deadline is not None else stall_end
+        outer = self._waiting
+        if outer is not None and outer.end <= end:  # a wait within a wait: the first end holds
+            end, is_deadline = outer.end, outer.is_deadline
+        task = asyncio.current_task()
+        assert task is not None
+        waiting = self._waiting = _Waiting(task, end, is_deadline)
+        if self._timer is None:
+            self._timer = loop.call_at(end, self._fire)
         try:
-            return await _wait_until(awaitable, end, loop)
-        except _Expired:
-            pass
+            value = await awaitable
+        except asyncio.CancelledError:
+            if not waiting.fired:
+                raise
+        else:
+            if not waiting.fired:
+                return value
+            with suppress(asyncio.CancelledError):  # it fired as the read completed:
+                await asyncio.sleep(0)  # take back our cancellation, then expire
+        finally:
+            self._waiting = outer
+            if waiting.fired and hasattr(task, "uncancel"):
+                task.uncancel()
+        raise self._expired(waiting.is_deadline) from None
+
+    def _fire(self) -> None:
+        """The shared timer: cancel the running wait once its end has come, else re-arm."""
+        self._timer = None
+        waiting = self._waiting
+        if waiting is None or waiting.fired:  # between reads: the next wait arms it again
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < waiting.end:
+            self._timer = loop.call_at(waiting.end, self._fire)
+            return
+        waiting.fired = True
+        waiting.task.cancel()
+
+    def _expired(self, is_deadline: bool) -> ProviderTimeoutError:
         if is_deadline:
             message = f"{self.provider} did not finish the call within {self.timeout:g} s"
-            raise ProviderTimeoutError(
+            return ProviderTimeoutError(
                 message + " (ModelSettings.timeout).",
                 kind="deadline",
                 seconds=self.timeout or 0.0,
                 provider=self.provider,
-            ) from None
+            )
         message = f"{self.provider} sent nothing for {self.stall:g} s"
-        raise ProviderTimeoutError(
+        return ProviderTimeoutError(
             message + " (ModelSettings.stall_timeout).",
             kind="stall",
             seconds=self.stall,
             provider=self.provider,
-        ) from None
+        )
 
     def count(self, size: int) -> None:
         """Add `size` received bytes; fail once the body is larger than allowed.
@@ -125,58 +173,14 @@ class CallLimits:
         response.stream = _guarded_stream()(inner, self)  # type: ignore[call-arg]
 
 
-class _Expired(Exception):
-    """The time limit of one `CallLimits.wait` was reached."""
+@dataclass(eq=False)
+class _Waiting:
+    """The running `CallLimits.wait`: its task, its end, and whether the timer fired."""
 
-
-async def _wait_until_by_timer(
-    awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
-) -> _T:
-    """Await `awaitable` until loop time `end`: a timer cancels the task (Python 3.10).
-
-    Unlike ``asyncio.wait_for`` on 3.10 it makes no task per read and never loses a
-    cancellation that arrives just as the read completes.
-    """
-    task = asyncio.current_task()
-    assert task is not None
-    fired = False
-
-    def fire() -> None:
-        nonlocal fired
-        fired = True
-        task.cancel()
-
-    timer = loop.call_at(end, fire)
-    try:
-        value = await awaitable
-    except asyncio.CancelledError:
-        if fired:
-            raise _Expired from None
-        raise
-    finally:
-        timer.cancel()
-    if fired:  # it fired as the read completed: take back our cancellation, then expire
-        with suppress(asyncio.CancelledError):
-            await asyncio.sleep(0)
-        raise _Expired
-    return value
-
-
-if sys.version_info >= (3, 11):
-
-    async def _wait_until(
-        awaitable: Awaitable[_T], end: float, loop: asyncio.AbstractEventLoop
-    ) -> _T:
-        try:
-            async with asyncio.timeout_at(end) as scope:
-                return await awaitable
-        except TimeoutError:
-            if scope.expired():
-                raise _Expired from None
-            raise
-
-else:  # pragma: no cover - Python 3.10
-    _wait_until = _wait_until_by_timer
+    task: asyncio.Task[Any]
+    end: float
+    is_deadline: bool
+    fired: bool = False
 
 
 @cache
@@ -253,6 +257,8 @@ async def with_retries(
                 error_type=type(exc).__name__,
                 status=exc.status,
             )
+        finally:
+            limits.release()  # the attempt is over: its timer with it
         retry += 1
         logger.info("%s: retry %d in %.2f s after %s", provider, retry, delay, notice.error)
         yield notice

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from glassagent._core.messages import LLMResponse, WireRecord
 from glassagent._providers.http import redact
-from glassagent._providers.sse import sse_events
+from glassagent._providers.sse import SSEReader
 
 if TYPE_CHECKING:
     import httpx
@@ -76,12 +76,9 @@ async def read_body(content: bytes, *, streamed: bool) -> Any:
     text = content.decode("utf-8", "replace")
     if not streamed:
         return _json_or_text(text)
-    return [_json_or_text(data) async for _, data in sse_events(_lines(text))]
-
-
-async def _lines(text: str) -> AsyncIterator[str]:
-    for line in text.splitlines():
-        yield line
+    reader = SSEReader()
+    events = reader.feed(text.splitlines()) + reader.end()
+    return [_json_or_text(data) for _, data in events]
 
 
 def _json_or_text(text: str) -> Any:

@@ -49,7 +49,7 @@ from glassagent._providers.http import (
 )
 from glassagent._providers.pools import PerLoop
 from glassagent._providers.shapes import snippet
-from glassagent._providers.transport import new_http_client
+from glassagent._providers.transport import new_http_client, pool_size
 
 if TYPE_CHECKING:
     import httpx
@@ -146,6 +146,7 @@ class GeminiClient(BaseLLMClient):
         *,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         base_url: str | None = None,
         streaming: bool = True,
         retry: RetryPolicy | None = None,
@@ -159,6 +160,9 @@ class GeminiClient(BaseLLMClient):
             api_key: The API key; defaults to the ``GEMINI_API_KEY`` environment variable.
             http_client: An ``httpx.AsyncClient`` to send requests with. It is not closed by
                 `aclose`. glassagent adds two event hooks to it to capture the exact request.
+            max_connections: Connections the client's own pool opens at most and keeps
+                alive, per event loop (default 256); more calls at once wait for one. Not
+                with ``http_client``, whose own limits apply.
             base_url: Another endpoint for the Gemini API (e.g. a proxy); defaults to the
                 ``GEMINI_API_BASE`` environment variable, then Google's own.
             streaming: Use the streaming endpoint in `stream`; when False, `stream` makes one
@@ -174,8 +178,11 @@ class GeminiClient(BaseLLMClient):
                 payloads), the key masked in them (see `WireRecord`).
 
         Raises:
-            ConfigurationError: When no key is given or set, or the extra is not installed.
+            ConfigurationError: When no key is given or set, the extra is not installed, or
+                ``max_connections`` is not a positive integer or comes with an
+                ``http_client``.
         """
+        self._pool_size = pool_size(max_connections, http_client)
         config = resolve(self.provider_name, api_key=api_key or None, base_url=base_url)
         key = config.api_key
         if not key:
@@ -222,7 +229,7 @@ class GeminiClient(BaseLLMClient):
         return sdk, gemini_sdk.route(sdk)
 
     def _own_sdk_client(self) -> tuple[httpx.AsyncClient, _Sdk]:
-        http = new_http_client()
+        http = new_http_client(self._pool_size)
         return http, self._sdk_client(http)
 
     async def _genai(self) -> _Sdk:

@@ -62,6 +62,9 @@ class OllamaClient(BaseLLMClient):
             gets no key unless one is passed with it.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         tool_protocol: ``"native"`` sends tools in Ollama's ``tools`` field; ``"json"`` uses the
             JSON tool protocol; ``"auto"`` asks the server once (``POST /api/show``) whether
             the model has the ``tools`` capability and picks ``native`` if so, else ``json``.
@@ -78,7 +81,8 @@ class OllamaClient(BaseLLMClient):
             bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
-        ConfigurationError: For an unknown tool protocol.
+        ConfigurationError: For an unknown tool protocol, or a ``max_connections`` that is
+            not a positive integer or comes with an ``http_client``.
     """
 
     provider_name = "ollama"
@@ -91,6 +95,7 @@ class OllamaClient(BaseLLMClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         tool_protocol: ToolProtocol = "auto",
         json_grammar: bool = True,
         retry: RetryPolicy | None = None,
@@ -122,6 +127,7 @@ class OllamaClient(BaseLLMClient):
             secret=self._secret,
             start_hint=_START_HINT,
             status_hook=self._model_missing,
+            max_connections=max_connections,
         )
 
     @property
@@ -303,20 +309,21 @@ class OllamaClient(BaseLLMClient):
         reader = wire.Reader()
         chunks: list[Any] = []
         async with self._transport.stream(_CHAT, body, limits) as response:
-            async for line in self._transport.lines(response, _CHAT):
-                if reader.done or not line.strip():  # after `done`: read to the end,
-                    continue  # so the connection goes back to the pool
-                try:
-                    chunk = wire.check(shapes.loads(line), "a stream line")
-                except ValueError:
-                    raise ResponseParseError(
-                        f"Ollama sent a malformed stream line: {line[:200]!r}",
-                        provider=self.provider_name,
-                    ) from None
-                chunks.append(chunk)
-                for delta in reader.line(chunk):
-                    if not (json_mode and isinstance(delta, TextDelta)):
-                        yield delta
+            async for lines in self._transport.line_batches(response, _CHAT):
+                for line in lines:
+                    if reader.done or not line.strip():  # after `done`: read to the end,
+                        continue  # so the connection goes back to the pool
+                    try:
+                        chunk = wire.check(shapes.loads(line), "a stream line")
+                    except ValueError:
+                        raise ResponseParseError(
+                            f"Ollama sent a malformed stream line: {line[:200]!r}",
+                            provider=self.provider_name,
+                        ) from None
+                    chunks.append(chunk)
+                    for delta in reader.line(chunk):
+                        if not (json_mode and isinstance(delta, TextDelta)):
+                            yield delta
         if not reader.done:
             raise ResponseParseError(
                 "Ollama's stream ended before the answer was complete (no 'done' line).",
@@ -341,6 +348,7 @@ class LlamaClient(OllamaClient):
         api_key: Sent as a bearer token; defaults to ``LLAMA_API_KEY``, then
             ``OLLAMA_API_KEY``, under the rule of `OllamaClient`.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership.
+        max_connections: The size of the client's own pool, as for `OllamaClient`.
         attachment_policy: Which local files attachments may read, and whether remote ones
             are downloaded; `AttachmentPolicy()` when not given.
         retry: How failed calls are retried, as for `OllamaClient`.
@@ -358,6 +366,7 @@ class LlamaClient(OllamaClient):
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         retry: RetryPolicy | None = None,
         record_wire: bool = False,
@@ -368,6 +377,7 @@ class LlamaClient(OllamaClient):
             base_url=base_url,
             api_key=api_key,
             http_client=http_client,
+            max_connections=max_connections,
             tool_protocol="json",
             json_grammar=json_grammar,
             attachment_policy=attachment_policy,

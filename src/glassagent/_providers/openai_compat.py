@@ -27,7 +27,7 @@ from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OPENAI_API_BASE, resolve
 from glassagent._providers.http import mask_key
 from glassagent._providers.openai_wire import wire_messages, wire_tools
-from glassagent._providers.sse import sse_events
+from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             that want one); defaults to ``OPENAI_API_VERSION`` under the same rule as the key.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
+        max_connections: Connections the client's own pool opens at most and keeps alive,
+            per event loop (default 256); more calls at once wait for one. Not with
+            ``http_client``, whose own limits apply.
         tool_protocol: ``"native"`` sends tools in the ``tools`` field; ``"json"`` uses the
             JSON tool protocol in the system prompt, for models without tool calling.
         json_grammar: With the JSON tool protocol, constrain replies to the protocol's JSON
@@ -76,8 +79,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             bodies only, the key masked in them (see `WireRecord`).
 
     Raises:
-        ConfigurationError: When OpenAI's own URL is used without an API key, or for an
-            unknown tool protocol.
+        ConfigurationError: When OpenAI's own URL is used without an API key, for an
+            unknown tool protocol, or for a ``max_connections`` that is not a positive
+            integer or comes with an ``http_client``.
     """
 
     _named_tool_choice = True
@@ -92,6 +96,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         organization: str | None = None,
         api_version: str | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         tool_protocol: Literal["native", "json"] = "native",
         json_grammar: bool = False,
         retry: RetryPolicy | None = None,
@@ -141,6 +146,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             secret=key or None,
             start_hint=wire.START_HINT,
             status_hook=wire.status_hook(self.provider_name, key or None),
+            max_connections=max_connections,
         )
 
     def get_masked_api_key(self) -> str:
@@ -284,19 +290,21 @@ class OpenAICompatibleClient(BaseLLMClient):
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(self._path, body, limits) as response:
-            async for event, data in sse_events(self._transport.lines(response, self._path)):
-                if done:  # read to the end, so the connection goes back to the pool
-                    continue
-                if data.strip() == "[DONE]":
-                    done = True
-                    continue
-                chunk = wire.decode_chunk(data, self.provider_name, self._secret)
-                chunks.append(chunk)
-                if event == "error" or "error" in chunk:
-                    raise wire.stream_error(chunk, self.provider_name, self._secret)
-                for part in reader.chunk(chunk):
-                    if not (json_mode and isinstance(part, TextDelta)):
-                        yield part
+            lines = self._transport.line_batches(response, self._path)
+            async for events in event_batches(lines):
+                for event, data in events:
+                    if done:  # read to the end, so the connection goes back to the pool
+                        continue
+                    if data.strip() == "[DONE]":
+                        done = True
+                        continue
+                    chunk = wire.decode_chunk(data, self.provider_name, self._secret)
+                    chunks.append(chunk)
+                    if event == "error" or "error" in chunk:
+                        raise wire.stream_error(chunk, self.provider_name, self._secret)
+                    for part in reader.chunk(chunk):
+                        if not (json_mode and isinstance(part, TextDelta)):
+                            yield part
         if not done and not reader.builder.finished:
             detail = "a stream that ended before the answer was complete"
             raise shapes.parse_error(self.provider_name, detail, secret=self._secret)

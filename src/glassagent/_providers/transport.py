@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.errors import ProviderError, ProviderUnavailableError, ResponseParseError
+from glassagent._core.errors import (
+    ConfigurationError,
+    ProviderError,
+    ProviderUnavailableError,
+    ResponseParseError,
+)
 from glassagent._providers import shapes
 from glassagent._providers.call import IDENTITY, CallLimits
 from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
 from glassagent._providers.pools import PerLoop
+from glassagent._providers.sse import LineSplitter
 
 if TYPE_CHECKING:
     import httpx
@@ -25,9 +32,10 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 """Connect timeout of an owned client (reads are bounded per call by `CallLimits`)."""
 
 MAX_CONNECTIONS = 256
-"""Connections an owned client opens at most, per event loop; more requests at once wait for
-one. httpx's default of 100, with 20 kept alive, made agents running many calls at once open
-a new connection for most requests. For other limits pass your own ``http_client``."""
+"""Connections an owned client opens at most, per event loop, and keeps alive between
+requests, unless the client's ``max_connections`` says otherwise; more requests at once wait
+for one. httpx's default of 100, with 20 kept alive, made agents running many calls at once
+open a new connection for most requests."""
 
 StatusHook = Callable[[int, str], "ProviderError | None"]
 """Maps an error status and body to a provider-specific error, or `None` for the default."""
@@ -60,13 +68,17 @@ class HTTPTransport:
         secret: str | None,
         start_hint: str,
         status_hook: StatusHook | None = None,
+        max_connections: int | None = None,
     ) -> None:
+        size = pool_size(max_connections, http_client)
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         # every request asks for an uncompressed answer: the size limit counts it all
         self._headers = {"Accept-Encoding": IDENTITY, **headers}
         self._borrowed = http_client
-        self._pools: PerLoop[httpx.AsyncClient] = PerLoop(new_http_client, close_http_client)
+        self._pools: PerLoop[httpx.AsyncClient] = PerLoop(
+            partial(new_http_client, size), close_http_client
+        )
         self._secret = secret
         self._start_hint = start_hint
         self._status_hook = status_hook
@@ -117,9 +129,10 @@ class HTTPTransport:
     ) -> AsyncIterator[httpx.Response]:
         """POST `body` and yield the open response; it is closed when the block exits.
 
-        Error statuses raise before the block is entered. Use `lines` to read the body, so
-        that a connection lost mid-stream raises a typed error too. Waiting for the answer
-        and each read of its body are bounded by `limits`, and so is the body's size.
+        Error statuses raise before the block is entered. Use `line_batches` to read a
+        streamed body, so that a connection lost mid-stream raises a typed error too.
+        Waiting for the answer and each read of its body are bounded by `limits`, and so is
+        the body's size.
         """
         client = await self._client()
         url = self.base_url + path
@@ -156,19 +169,27 @@ class HTTPTransport:
                 raise
         return await client.send(request, stream=True)
 
-    async def lines(self, response: httpx.Response, path: str) -> AsyncIterator[str]:
-        """The lines of a streamed body; a lost connection raises `ProviderUnavailableError`."""
-        iterator = response.aiter_lines()
+    async def line_batches(self, response: httpx.Response, path: str) -> AsyncIterator[list[str]]:
+        """The lines of a streamed body, a list per network piece that completes any.
+
+        Lines end as in ``str.splitlines`` (as httpx's ``aiter_lines``); a lost connection
+        raises `ProviderUnavailableError`.
+        """
+        iterator = response.aiter_text()
+        splitter = LineSplitter()
         failure: ProviderError | None = None
         while failure is None:
             try:
-                line = await iterator.__anext__()
+                text = await iterator.__anext__()
             except StopAsyncIteration:
+                if last := splitter.end():
+                    yield last
                 return
             except Exception as exc:
                 failure = self._failure(exc, path)
                 break
-            yield line
+            if lines := splitter.feed(text):
+                yield lines
         raise failure  # outside the handler, so the original is not its __context__
 
     async def _raise_for_status(self, response: httpx.Response, path: str) -> None:
@@ -212,10 +233,31 @@ class HTTPTransport:
         return ProviderError(f"{self.provider} request failed: {detail}", provider=self.provider)
 
 
-def new_http_client() -> httpx.AsyncClient:
+def pool_size(max_connections: int | None, http_client: object | None) -> int:
+    """The connections an owned pool holds: `max_connections`, or `MAX_CONNECTIONS`.
+
+    Raises:
+        ConfigurationError: When `max_connections` is not a positive integer, or is given
+            with an ``http_client`` (whose own limits then apply).
+    """
+    if max_connections is None:
+        return MAX_CONNECTIONS
+    if http_client is not None:
+        raise ConfigurationError(
+            "Pass max_connections or http_client, not both: a supplied http_client keeps "
+            "its own connection limits (httpx.Limits)."
+        )
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+        raise ConfigurationError(f"max_connections must be an integer, not {max_connections!r}.")
+    if max_connections < 1:
+        raise ConfigurationError(f"max_connections must be at least 1, not {max_connections}.")
+    return max_connections
+
+
+def new_http_client(max_connections: int = MAX_CONNECTIONS) -> httpx.AsyncClient:
     """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call.
 
-    Its pool holds up to `MAX_CONNECTIONS` connections and keeps them all alive between
+    Its pool holds up to `max_connections` connections and keeps them all alive between
     requests, so concurrent agent runs reuse connections instead of opening new ones.
     """
     import httpx
@@ -223,7 +265,7 @@ def new_http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS),
         limits=httpx.Limits(
-            max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+            max_connections=max_connections, max_keepalive_connections=max_connections
         ),
     )
 

@@ -7,6 +7,8 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import os
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -60,12 +62,69 @@ async def _call_async(function: Callable[[], Awaitable[Any]]) -> Outcome:
         return False, exc
 
 
-def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Outcome]:
-    """Run a sync tool on its own daemon thread; the future settles when it returns.
+class _Workers:
+    """Daemon threads that run sync tools: one per running tool, kept a while for reuse.
 
     Not the loop's default executor: a tool hung past its timeout would keep
     ``asyncio.run`` (which waits for that executor) and the interpreter from exiting, and
-    would hold one of the executor's few workers.
+    would hold one of the executor's few workers. Here every job gets a thread of its own
+    (an idle one, else a new one), so a hung tool never delays another; starting a thread
+    per call cost more than the rest of a tool call, so idle threads wait for the next job
+    for `IDLE_SECONDS` before they end.
+
+    Invariant: the threads waiting for a job are the idle ones plus the jobs queued.
+    """
+
+    IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on an idle thread, or on a new one when none is idle."""
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1  # that thread is now spoken for
+        self._jobs.put(job)
+        if spawn:
+            threading.Thread(target=self._work, name="glassagent-tool", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # no job is on its way to this thread: end it
+                        self._idle -= 1
+                        return
+                continue  # a job was queued just now: take it
+            job()
+            del job
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _Workers()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's threads are gone, so start with none."""
+    global _WORKERS
+    _WORKERS = _Workers()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Outcome]:
+    """Run a sync tool on a worker thread (see `_Workers`); the future settles when it returns.
+
+    The thread is named ``glassagent-tool-<name>`` while the tool runs.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Outcome] = loop.create_future()
@@ -76,6 +135,7 @@ def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Ou
             future.set_result(outcome)
 
     def work() -> None:
+        threading.current_thread().name = thread_name
         outcome: Outcome
         try:
             value = context.run(function)
@@ -87,7 +147,8 @@ def _call_in_thread(function: Callable[[], Any], name: str) -> asyncio.Future[Ou
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(settle, outcome)
 
-    threading.Thread(target=work, name=f"glassagent-tool-{name}", daemon=True).start()
+    thread_name = f"glassagent-tool-{name}"
+    _WORKERS.submit(work)
     return future
 
 
