@@ -116,13 +116,13 @@ def mutated_documents(draw: st.DrawFn) -> dict[str, Any]:
         if action == "delete":
             del container[key]
         elif action == "replace":
-            container[key] = draw(hostile_values)
+            container[key] = copy.deepcopy(draw(hostile_values))  # sampled constants stay
         elif action == "id":  # re-point a link: parents, children, current node, cycles
             container[key] = draw(st.sampled_from(ids))
         elif action == "duplicate" and isinstance(container, list):
             container.append(copy.deepcopy(container[key]))
         elif isinstance(container, dict):
-            container[draw(st.text(max_size=12))] = draw(hostile_values)
+            container[draw(st.text(max_size=12))] = copy.deepcopy(draw(hostile_values))
     return document
 
 
