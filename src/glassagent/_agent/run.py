@@ -16,11 +16,10 @@ from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.config import append_turn
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
-from glassagent._agent.think import read_answer
+from glassagent._agent.think import read_answer, tool_protocol
 from glassagent._core.errors import (
     HistoryAppendError,
     MaxIterationsExceeded,
-    ProviderError,
     RunAborted,
     RunError,
     RunTimeoutError,
@@ -45,7 +44,6 @@ from glassagent._core.messages import (
     Message,
     StopReason,
     ToolCall,
-    ToolProtocol,
     Usage,
 )
 from glassagent._core.result import OutputT, RunResult, RunStopReason
@@ -443,20 +441,6 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         conversation[-1:] = output.ask_again(self._plan, conversation[-1], outcome, self._config)
         return None
 
-    async def _tool_protocol(self) -> ToolProtocol:
-        """The protocol the next call offers tools with; ``auto`` is resolved first.
-
-        A client that cannot decide now (its server is down) is left to decide in the call,
-        which retries and reports the failure as usual; the event then says ``auto``.
-        """
-        client = self._config.client
-        if client.tool_protocol != "auto" or not self._config.definitions:
-            return client.tool_protocol
-        try:
-            return await client.resolve_tool_protocol(self._config.settings)
-        except ProviderError:
-            return client.tool_protocol
-
     async def _think(self, iteration: int) -> LLMResponse | None:
         """One model call, streamed: text and thinking chunks as they arrive.
 
@@ -467,7 +451,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         messages, system = self._context.apply(self._conversation, self._config.system)
         client = self._config.client
         settings = decide.call_settings(self._config.settings, self._acted)
-        protocol = await self._tool_protocol()
+        protocol = await tool_protocol(client, self._config.definitions, self._config.settings)
         self._emit(
             LLMRequestEvent,
             iteration=iteration,

@@ -17,6 +17,7 @@ from glassagent._core.messages import (
     TextDelta,
     ThinkingDelta,
     ToolDefinition,
+    ToolProtocol,
 )
 
 if TYPE_CHECKING:
@@ -24,6 +25,22 @@ if TYPE_CHECKING:
 
 Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", ModelSettings]
 """What a model call sends: messages, tools, system instructions, settings."""
+
+
+async def tool_protocol(
+    client: BaseLLMClient, tools: Sequence[ToolDefinition], settings: ModelSettings
+) -> ToolProtocol:
+    """The protocol the next call offers `tools` with; ``auto`` is resolved first.
+
+    A client that cannot decide now (its server is down) is left to decide in the call,
+    which retries and reports the failure as usual; the event then says ``auto``.
+    """
+    if client.tool_protocol != "auto" or not tools:
+        return client.tool_protocol
+    try:
+        return await client.resolve_tool_protocol(settings)
+    except ProviderError:
+        return client.tool_protocol
 
 
 @asynccontextmanager
