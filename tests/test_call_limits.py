@@ -268,3 +268,18 @@ async def test_one_timer_bounds_every_read_expires_completes_and_passes_cancella
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
+
+
+async def test_a_cancellation_arriving_as_the_stall_timer_fires_is_not_a_timeout() -> None:
+    from glassagent._providers.call import CallLimits
+
+    loop = asyncio.get_running_loop()
+    limits = CallLimits.first(ModelSettings(stall_timeout=0.2), "p")
+    never: asyncio.Future[None] = loop.create_future()
+    reading = asyncio.create_task(limits.wait(never))
+    await asyncio.sleep(0)  # the read armed the shared timer
+    waiting = limits._waiting
+    assert waiting is not None
+    loop.call_at(waiting.end, reading.cancel)  # an abort at the very moment it fires
+    with pytest.raises(asyncio.CancelledError):
+        await reading

@@ -415,6 +415,21 @@ async def test_llama_cpp_unreadable_output_is_a_tool_call_format_error_not_retri
 
 
 @respx.mock
+async def test_a_key_echoed_in_the_unreadable_500_is_masked_before_it_is_cut() -> None:
+    key = "sk-" + "A" * 20 + "SECRETTAIL" + "B" * 20
+    error = {**UNREADABLE["error"], "echo": key}
+    prefix = json.dumps({"error": error}).index(key)
+    error["message"] += " " + "y" * (2000 - prefix - 30)  # the key now straddles the cut
+    respx.post(OPENAI_URL).respond(500, json={"error": error})
+    with pytest.raises(ToolCallFormatError) as caught:
+        await openai(retry=RETRY_FAST, api_key=key).chat(HI, TOOLS)
+    shown = f"{caught.value} {caught.value.body}"
+    assert len(caught.value.body or "") <= 2000
+    assert not any(key[:n] in shown for n in range(8, len(key) + 1))
+    assert "SECRETTAIL" not in shown
+
+
+@respx.mock
 async def test_another_500_is_still_a_retried_provider_outage() -> None:
     other = {"error": {"code": 500, "message": "slot unavailable", "type": "server_error"}}
     route = respx.post(OPENAI_URL).respond(500, json=other)

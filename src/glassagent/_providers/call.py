@@ -121,6 +121,8 @@ class CallLimits:
             self._waiting = outer
             if waiting.fired and hasattr(task, "uncancel"):
                 task.uncancel()
+        if getattr(task, "cancelling", lambda: 0)():  # cancelled from outside as it fired:
+            raise asyncio.CancelledError  # the cancellation wins over the timeout
         raise self._expired(waiting.is_deadline) from None
 
     def _fire(self) -> None:

@@ -353,10 +353,10 @@ def unreadable_tool_call(
     """
     if message is None or not message.startswith(UNREADABLE_OUTPUT):
         return None
-    return ToolCallFormatError(
-        redact(f"{provider} could not read the model's reply: {message[:500]}", secret),
+    return ToolCallFormatError(  # masked before cut: a cut key would stay half visible
+        f"{provider} could not read the model's reply: {redact(message, secret)[:500]}",
         status=status,
-        body=redact(body[:2000], secret),
+        body=redact(body, secret)[:2000],
         provider=provider,
     )
 
