@@ -154,6 +154,18 @@ async def test_params_tool_choice_reaches_the_model_or_names_the_missing_tool() 
     assert len(client.requests) == 1  # refused turns never reached the model
 
 
+async def test_params_tool_choice_overrides_the_servers_own() -> None:
+    client = echo_client()
+    app = create_app(model=client, tools=[add, shout], settings=ModelSettings(tool_choice="add"))
+    async with http(app) as api:
+        only_shout = {"message": "x", "tools_config": {"active_tools": ["shout"]}}
+        refused = await api.post(INVOKE, json=only_shout)
+        chosen = await api.post(INVOKE, json={**only_shout, "params": {"tool_choice": "auto"}})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "unknown_tool")
+    assert chosen.status_code == 200
+    assert [r.settings.tool_choice for r in client.requests if r.settings] == ["auto"]
+
+
 async def test_unknown_request_fields_are_ignored() -> None:
     async with http(create_app(model=echo_client())) as api:
         response = await api.post(INVOKE, json={"message": "x", "api_tier": "standard"})

@@ -258,7 +258,8 @@ class Invocation:
         client = self.client()
         system = request.system_prompt
         tools = self.tools()
-        _check_tool_choice(request, tools)
+        settings = (self.config.settings or ModelSettings()).merge(request.settings)  # request wins
+        _check_tool_choice(settings, tools)
         agent = Agent(
             client,
             tools,
@@ -266,7 +267,7 @@ class Invocation:
             max_iterations=min(
                 request.max_iterations or limits.max_iterations, limits.max_iterations
             ),
-            settings=self.config.settings,
+            settings=settings,
             run_timeout=limits.run_timeout,
             budget=limits.budget,
             on_event=self.config.on_event,
@@ -274,7 +275,7 @@ class Invocation:
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
         try:
-            return agent.run(request.message, history=self.history, settings=request.settings)
+            return agent.run(request.message, history=self.history)
         except UserError as exc:  # the thread's attachments or tool calls (AttachmentError)
             raise InvokeError(str(exc), status=422, code="invalid_history") from None
 
@@ -416,10 +417,9 @@ async def run_to_end(run: AgentRun) -> RunResult:
         return exc.result
 
 
-def _check_tool_choice(request: InvokeRequest, tools: Sequence[Tool]) -> None:
-    """Refuse a ``params.tool_choice`` that no tool of the turn can satisfy (400)."""
-    choice = request.settings.tool_choice if request.settings is not None else None
+def _check_tool_choice(settings: ModelSettings, tools: Sequence[Tool]) -> None:
+    """Refuse a tool choice that no tool of the turn can satisfy (400)."""
     try:
-        check_against(choice, [tool.name for tool in tools])
+        check_against(settings.tool_choice, [tool.name for tool in tools])
     except UserError as exc:
         raise InvokeError(f"params.tool_choice: {exc}", status=400, code="unknown_tool") from None
