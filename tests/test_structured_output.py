@@ -121,6 +121,19 @@ async def test_prompted_mode_puts_the_schema_in_the_system_prompt() -> None:
     assert client.requests[0].tools == ()
 
 
+async def test_under_tool_choice_none_the_answer_is_asked_for_in_the_prompt() -> None:
+    client = ScriptedClient([json.dumps(ANSWER)])
+    none = ModelSettings(tool_choice="none")
+    result = await Agent(client, [lookup], output_type=City, settings=none).run("Which?")
+    assert result.output == City(**ANSWER)
+    request = client.requests[0]
+    assert [t.name for t in request.tools] == ["lookup"]  # no final-answer tool to call
+    assert "Answer with exactly one JSON object" in (request.system or "")
+    forced = Agent(ScriptedClient([]), [lookup], output_type=City, output_mode="tool")
+    with pytest.raises(ConfigurationError, match="tool_choice='none' forbids"):
+        await forced.run("Which?", settings=none)
+
+
 @pytest.mark.parametrize(
     ("output_type", "reply", "expected"),
     [

@@ -144,9 +144,12 @@ def plan(config: RunConfig) -> tuple[RunConfig, Plan | None]:
     ``native`` puts the schema in the settings, ``tool`` adds the final-answer tool,
     ``prompted`` adds the schema to the system prompt.
 
+    Under ``tool_choice="none"`` the client's ``tool`` mode becomes ``prompted``.
+
     Raises:
         ConfigurationError: When the agent asks for ``native``, or the settings carry an
-            `OutputSchema`, and the client has no native mode for this run.
+            `OutputSchema`, and the client has no native mode for this run; or when it asks
+            for ``tool`` under ``tool_choice="none"``.
     """
     spec = config.output
     client, tools = config.client, bool(config.definitions)
@@ -162,6 +165,14 @@ def plan(config: RunConfig) -> tuple[RunConfig, Plan | None]:
             )
         return config, None
     mode = spec.mode or offered
+    if mode == "tool" and config.settings.tool_choice == "none":  # no tool may be called
+        if spec.mode == "tool":
+            raise ConfigurationError(
+                "output_mode='tool' needs the final-answer tool, which "
+                "ModelSettings.tool_choice='none' forbids the model to call; use "
+                "output_mode='prompted' or another tool_choice."
+            )
+        mode = "prompted"
     if mode == "native" and offered != "native":
         raise ConfigurationError(
             f"{client.provider_name} ({type(client).__name__}) cannot honour output_mode="
