@@ -27,6 +27,7 @@ from glassagent.errors import (
     MaxIterationsExceeded,
     RateLimitError,
     ReplayMismatchError,
+    ToolCallFormatError,
 )
 from glassagent.events import Event
 from glassagent.llm import (
@@ -263,6 +264,32 @@ async def test_retries_and_a_recorded_provider_failure_replay_as_they_happened()
     with pytest.raises(RateLimitError, match=r"The flaky client is busy\.") as again:
         await Agent(replay).run("hi")
     replay.check(again.value.result)  # type: ignore[arg-type]
+
+
+async def test_a_reply_the_server_could_not_read_replays_as_it_happened(tmp_path: Path) -> None:
+    answers: list[LLMResponse | ToolCallFormatError] = [
+        ToolCallFormatError("llama_cpp could not read the model's reply", provider="llama_cpp"),
+        LLMResponse(tool_calls=[ToolCall("c1", "get_weather", {"city": "Paris"})]),
+        LLMResponse("Sunny."),
+    ]
+
+    def answer(*_: object) -> LLMResponse:
+        reply = answers.pop(0)
+        if isinstance(reply, ToolCallFormatError):
+            raise reply
+        return reply
+
+    recorded = await agent_for(FunctionClient(answer)).run(PROMPT)
+    unreadable = recorded.events[1]
+    assert unreadable.type == "llm_response"
+    assert unreadable.raw_stop_reason == "unreadable_tool_call"  # type: ignore[union-attr]
+    assert "could not read" in (unreadable.protocol_error or "")  # type: ignore[union-attr]
+    path = tmp_path / "run.jsonl"
+    recorded.save_events(path)
+    replay = ReplayClient.from_events(path)
+    replayed = await agent_for(replay).run(PROMPT)
+    replay.check(replayed)
+    assert (replayed.text, replayed.iterations) == ("Sunny.", 3)
 
 
 async def test_an_aborted_recording_says_it_cannot_be_replayed() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core.errors import UNREADABLE_REPLY
 from glassagent._core.events import ToolExecution
 from glassagent._core.messages import (
     LLMResponse,
@@ -90,12 +91,15 @@ def call_settings(settings: ModelSettings, acted: bool) -> ModelSettings:
 
 
 def unreadable_reply(error: ToolCallFormatError) -> LLMResponse:
-    """The answer recorded when the server could not read the model's reply as a tool call."""
-    problem = (
-        f"{error} The model was told which tools exist and asked again; the reply is not "
-        "kept in the conversation."
+    """The answer recorded when the server could not read the model's reply as a tool call.
+
+    Its ``protocol_error`` is the server's complaint and its ``raw_stop_reason``
+    ``"unreadable_tool_call"``; the reply itself is not kept, and the model is told (the
+    next request shows how) which tools exist.
+    """
+    return LLMResponse(
+        stop_reason="other", protocol_error=str(error), raw_stop_reason=UNREADABLE_REPLY
     )
-    return LLMResponse(stop_reason="other", protocol_error=problem)
 
 
 def correction(tools: Sequence[ToolDefinition]) -> Message:

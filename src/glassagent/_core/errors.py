@@ -202,6 +202,10 @@ class ToolCallFormatError(ResponseParseError):
     """
 
 
+UNREADABLE_REPLY = "unreadable_tool_call"
+"""The ``raw_stop_reason`` an agent run records for a `ToolCallFormatError` (replays raise it)."""
+
+
 class ContentBlockedError(ProviderError):
     """The provider refused the prompt or stopped the answer (safety or similar reasons).
 

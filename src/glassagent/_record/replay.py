@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core import errors
-from glassagent._core.errors import ReplayMismatchError
+from glassagent._core.errors import UNREADABLE_REPLY, ReplayMismatchError, ToolCallFormatError
 from glassagent._core.events import (
     AbortedEvent,
     ErrorEvent,
@@ -271,6 +271,9 @@ class ReplayClient(_RecordingClient):
     def _outcome(self, call: _Call) -> LLMResponse:
         if call.response is None:
             raise _failure(call, len(self.requests), self.provider_name)
+        if call.response.raw_stop_reason == UNREADABLE_REPLY:  # the server could not read the reply
+            problem = call.response.protocol_error or "the reply could not be read"
+            raise ToolCallFormatError(problem, provider=self.provider_name)
         return call.response
 
     async def _answer(self, request: RecordedRequest) -> LLMResponse:  # pragma: no cover
