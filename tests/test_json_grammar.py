@@ -161,6 +161,38 @@ def test_definitions_move_to_the_top_with_their_references() -> None:
     assert not valid(schema, call("plot", point={}, labels=[1]))
 
 
+def test_parameters_that_refer_into_themselves_are_kept_whole_and_referred_to() -> None:
+    # as zod-to-json-schema (MCP servers in TypeScript) writes a reused part, and a tree
+    move = ToolDefinition(
+        "move",
+        "Move.",
+        {
+            "type": "object",
+            "properties": {
+                "src": {"type": "object", "properties": {"x": {"type": "number"}}},
+                "dst": {"$ref": "#/properties/src"},
+                "then": {"type": "array", "items": {"$ref": "#"}},
+                "unit": {"$ref": "#/$defs/Unit"},
+            },
+            "required": ["src", "dst"],
+            "$defs": {"Unit": {"enum": ["m", "km"]}},
+        },
+    )
+    schema = reply_schema([move, ADD])
+    assert schema["anyOf"][0]["properties"]["tool_call"]["properties"]["input"] == {
+        "$ref": "#/$defs/move"
+    }
+    kept = schema["$defs"]["move"]
+    assert kept["properties"]["dst"] == {"$ref": "#/$defs/move/properties/src"}
+    assert kept["properties"]["then"]["items"] == {"$ref": "#/$defs/move"}
+    assert kept["properties"]["unit"] == {"$ref": "#/$defs/move.Unit"}
+    assert valid(schema, call("move", src={"x": 1}, dst={"x": 2}, then=[{"src": {}, "dst": {}}]))
+    assert valid(schema, call("add", a=1, b=2))
+    assert not valid(schema, call("move", src={"x": 1}, dst={"x": "far"}))
+    assert not valid(schema, call("move", src={}, dst={}, then=[{"src": {}}]))
+    assert not valid(schema, call("move", src={}, dst={}, unit="mile"))
+
+
 def test_a_tool_made_from_a_schema_has_its_parameters_in_its_branch() -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string", "enum": ["a", "b"]}}}
     search = Tool.from_schema("search", "Search.", schema, lambda q: q)

@@ -99,29 +99,60 @@ def system_prompt(
     return f"{system}\n\n{protocol}" if system else protocol
 
 
-def _hoisted(value: Any, prefix: str) -> Any:
-    """`value` with its local ``$ref``s (``#/$defs/X``, ``#/definitions/X``) renamed."""
+_DEFINITIONS = ("#/$defs/", "#/definitions/")
+
+
+def _hoisted(value: Any, prefix: str, own: str | None) -> Any:
+    """`value` with its local ``$ref``s rewritten for the reply schema.
+
+    References to definitions (``#/$defs/X``, ``#/definitions/X``) point to ``#/$defs/`` +
+    `prefix` + ``X``; any other local reference (``#``, ``#/properties/...``) into `own`,
+    where the parameters themselves are kept.
+    """
     if isinstance(value, list):
-        return [_hoisted(item, prefix) for item in value]
+        return [_hoisted(item, prefix, own) for item in value]
     if not isinstance(value, dict):
         return value
-    out = {key: _hoisted(item, prefix) for key, item in value.items()}
+    out = {key: _hoisted(item, prefix, own) for key, item in value.items()}
     ref = out.get("$ref")
-    if isinstance(ref, str):
-        for root in ("#/$defs/", "#/definitions/"):
-            if ref.startswith(root):
-                out["$ref"] = "#/$defs/" + prefix + ref[len(root) :]
+    if isinstance(ref, str) and ref.startswith("#"):
+        root = next((root for root in _DEFINITIONS if ref.startswith(root)), None)
+        if root is not None:
+            out["$ref"] = "#/$defs/" + prefix + ref[len(root) :]
+        elif own is not None:
+            out["$ref"] = own + ref[1:]
     return out
 
 
+def _refers_to_itself(value: Any) -> bool:
+    """Whether a schema holds a local ``$ref`` that is not to a definition."""
+    if isinstance(value, list):
+        return any(_refers_to_itself(item) for item in value)
+    if not isinstance(value, dict):
+        return False
+    ref = value.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and not ref.startswith(_DEFINITIONS):
+        return True
+    return any(_refers_to_itself(item) for item in value.values())
+
+
 def _tool_branch(tool: ToolDefinition, defs: dict[str, Any]) -> dict[str, Any]:
-    """The reply that calls `tool`; its parameters' definitions move into `defs`."""
+    """The reply that calls `tool`; its parameters' definitions move into `defs`.
+
+    Parameters that refer into themselves (``#/properties/...``, as some schema generators
+    write a reused part) are kept whole in `defs` under the tool's name, and referred to.
+    """
     prefix = f"{tool.name}."
-    parameters = _hoisted(dict(tool.parameters) or {"type": "object"}, prefix)
+    raw = dict(tool.parameters) or {"type": "object"}
+    own = f"#/$defs/{tool.name}" if _refers_to_itself(raw) else None
+    parameters = _hoisted(raw, prefix, own)
     for key in ("$defs", "definitions"):
         for name, definition in (parameters.pop(key, None) or {}).items():
             defs[prefix + name] = definition
     parameters.pop("$schema", None)
+    if own is not None:
+        defs[tool.name] = parameters
+        parameters = {"$ref": own}
     call = {
         "type": "object",
         "properties": {"name": {"type": "string", "enum": [tool.name]}, "input": parameters},
