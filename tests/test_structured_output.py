@@ -3,6 +3,7 @@ retries, `OutputValidationError`, tools in the same run, streaming, history and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import subprocess
@@ -119,6 +120,34 @@ async def test_prompted_mode_puts_the_schema_in_the_system_prompt() -> None:
     assert system.startswith("Be brief.\n\nAnswer with exactly one JSON object")
     assert '"population"' in system
     assert client.requests[0].tools == ()
+
+
+class Loose(BaseModel):
+    scores: dict[str, int]
+
+
+class Untyped(BaseModel):
+    extra: Any
+
+
+class Defaulted(BaseModel):
+    name: str = "x"
+
+
+@pytest.mark.parametrize(
+    ("output_type", "strict"),
+    [(City, True), (list[str], True), (Loose, False), (Untyped, False), (Defaulted, False)],
+)
+async def test_only_closed_typed_schemas_are_marked_strict(output_type: Any, strict: bool) -> None:
+    # OpenAI's strict mode takes only closed objects whose properties are all required and
+    # typed: a dict, an Any or a default would have the request refused
+    client = NativeClient([json.dumps({"result": ["a"]} if output_type is list[str] else {})])
+    with contextlib.suppress(OutputValidationError):
+        await Agent(client, output_type=output_type, output_retries=0).run("?")
+    settings = client.requests[0].settings
+    assert settings is not None
+    assert settings.output_schema is not None
+    assert settings.output_schema.strict is strict
 
 
 async def test_under_tool_choice_none_the_answer_is_asked_for_in_the_prompt() -> None:

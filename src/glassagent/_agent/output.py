@@ -119,16 +119,29 @@ def output_spec(output_type: Any, retries: int, mode: OutputMode | None) -> Outp
     return OutputSpec(output_type, adapter, output, wrapped, retries, mode)
 
 
+_TYPING = frozenset({"type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not"})
+
+
+def _typed(schema: Any) -> bool:
+    """Whether a property's schema says what it may be (``Any`` gives only a title)."""
+    return isinstance(schema, dict) and not _TYPING.isdisjoint(schema)
+
+
 def _close_objects(schema: Any) -> bool:
     """Forbid extra properties on every object schema that lists its properties (in place).
 
-    Returns whether the schema suits strict modes: every property required, no defaults.
+    Returns whether the schema suits strict modes (OpenAI's): every property required, no
+    defaults, every object closed (a ``dict`` is not) and every property typed (``Any`` is not).
     """
     strict = True
     if isinstance(schema, dict):
-        if isinstance(schema.get("properties"), dict):
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
             schema.setdefault("additionalProperties", False)
-            strict = set(schema.get("required", ())) == set(schema["properties"])
+            strict = set(schema.get("required", ())) == set(properties)
+            strict = strict and all(_typed(value) for value in properties.values())
+        if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+            strict = False
         strict = strict and "default" not in schema
         for value in schema.values():
             strict = _close_objects(value) and strict
