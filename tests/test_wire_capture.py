@@ -13,7 +13,7 @@ import pytest
 import respx
 
 from glassagent import Agent
-from glassagent.events import LLMResponseEvent, load_events, parse_event
+from glassagent.events import LLMResponseEvent, Redactor, load_events, parse_event
 from glassagent.llm import (
     AnthropicClient,
     BaseLLMClient,
@@ -360,6 +360,25 @@ async def test_a_recording_with_wire_bodies_replays_to_the_same_events(tmp_path:
     replay.check(result)
     event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
     assert event.wire is not None
+
+
+@respx.mock
+async def test_redacted_fields_take_the_wire_bodies_with_them(tmp_path: Path) -> None:
+    wire = WIRES[0]
+    mock(wire, streamed=True)
+    async with wire.make(record_wire=True, retry=NO_RETRY) as client:
+        by_field = Agent(client, system="Secret rules.", redact=Redactor(fields=["system"]))
+        await by_field.run("hi").save_events(tmp_path / "fields.jsonl")
+        by_pattern = Agent(client, system="Secret rules.", redact=Redactor([r"Secret"]))
+        await by_pattern.run("hi").save_events(tmp_path / "patterns.jsonl")
+    fields = (tmp_path / "fields.jsonl").read_text("utf-8")
+    assert "Secret" not in fields  # the wire body's system message went with the field
+    assert '"wire"' not in fields
+    loaded = load_events(tmp_path / "fields.jsonl")  # and the recording still loads
+    assert any(isinstance(e, LLMResponseEvent) and e.wire is None for e in loaded)
+    patterns = (tmp_path / "patterns.jsonl").read_text("utf-8")
+    assert "Secret" not in patterns
+    assert '"wire"' in patterns  # patterns reach into the bodies; they stay
 
 
 @pytest.mark.parametrize("streaming", [True, False])

@@ -57,7 +57,7 @@ class Redactor:
 
     Every string in the event dict (at any depth: messages, arguments, results, text) has each
     match of `patterns` replaced by `replacement`; the value of every key named in `fields`
-    (at any depth) is replaced whole.
+    (at any depth) is replaced whole, and recorded wire bodies are left out when `fields` is set.
 
     Example:
         ```python
@@ -86,8 +86,15 @@ class Redactor:
         object.__setattr__(self, "_names", frozenset(names))
 
     def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Return `event` with the matches and fields hidden."""
+        """Return `event` with the matches and fields hidden.
+
+        With `fields`, an ``llm_response``'s recorded wire bodies (``wire``) are left out:
+        they hold the same content under each provider's own names (the system prompt is
+        ``messages[0]`` or ``system_instruction`` there, not ``system``).
+        """
         hidden: dict[str, Any] = self._hide(event)
+        if self._names:
+            hidden.pop("wire", None)
         return hidden
 
     def _hide(self, value: Any) -> Any:
