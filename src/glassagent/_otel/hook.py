@@ -13,14 +13,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
-from opentelemetry import trace
-
-from glassagent import __version__
 from glassagent._core.errors import UserError
 from glassagent._core.events import LLMResponseEvent
 from glassagent._core.messages import StopReason, Usage
 from glassagent._otel.spans import Options, RunSpans
-from glassagent._otel.traced import INSTRUMENTATION
+from glassagent._otel.traced import option_problem, tracer_for
 from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
@@ -91,12 +88,10 @@ class EventTracer:
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         agent_name: str | None = None,
     ) -> None:
-        if redact is not None and not callable(redact):
-            problem = f"`redact` must be a function of an event dict, got {type(redact).__name__}."
+        problem = option_problem(redact, agent_name)
+        if problem is not None:
             raise UserError(problem)
-        if agent_name is not None and (not isinstance(agent_name, str) or not agent_name.strip()):
-            raise UserError("`agent_name` must be a non-empty string.")
-        self._tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
+        self._tracer = tracer_for(tracer_provider)
         self._options = Options(bool(capture_content), redact, agent_name)
         self._runs: dict[str, tuple[RunSpans, _Totals]] = {}
 

@@ -198,15 +198,25 @@ def traced(
     """
     if not isinstance(run, AgentRun):
         raise UserError(f"traced() takes a run from Agent.run, got {type(run).__name__}.")
-    problem = None
-    if redact is not None and not callable(redact):
-        problem = f"`redact` must be a function of an event dict, got {type(redact).__name__}."
-    elif agent_name is not None and (not isinstance(agent_name, str) or not agent_name.strip()):
-        problem = "`agent_name` must be a non-empty string."
+    problem = option_problem(redact, agent_name)
     if problem is not None:
         run.close()  # it would otherwise warn that it never ran
         raise UserError(problem)
     if redact is None:
         redact = run._config.redact  # the agent's hook
-    tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
-    return TracedRun(run, tracer, Options(bool(capture_content), redact, agent_name))
+    options = Options(bool(capture_content), redact, agent_name)
+    return TracedRun(run, tracer_for(tracer_provider), options)
+
+
+def option_problem(redact: Any, agent_name: Any) -> str | None:
+    """What is wrong with a `redact` hook or an `agent_name` given to trace runs, if anything."""
+    if redact is not None and not callable(redact):
+        return f"`redact` must be a function of an event dict, got {type(redact).__name__}."
+    if agent_name is not None and (not isinstance(agent_name, str) or not agent_name.strip()):
+        return "`agent_name` must be a non-empty string."
+    return None
+
+
+def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
+    """Glassagent's tracer from `tracer_provider` (`None`: the global one)."""
+    return trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider)
