@@ -189,12 +189,9 @@ def reply_schema(tools: Sequence[ToolDefinition], choice: str | None = None) -> 
     Raises:
         ConfigurationError: For a tool name not in `tools`, or ``"required"`` without tools.
     """
-    if choice in (None, "auto", "required", "none"):
-        chosen = [] if choice == "none" else list(tools)
-    else:
-        chosen = [tool for tool in tools if tool.name == choice]
-        if not chosen:
-            raise ConfigurationError(f"The tool choice {choice!r} names no tool on offer.")
+    chosen = tool_choice.offered(choice, tools)
+    if choice not in (None, *tool_choice.KEYWORDS) and not chosen:
+        raise ConfigurationError(f"The tool choice {choice!r} names no tool on offer.")
     if choice == "required" and not chosen:
         raise ConfigurationError("The tool choice 'required' needs at least one tool.")
     defs: dict[str, Any] = {}
