@@ -68,7 +68,7 @@ def attach(response: LLMResponse, *, secret: str | None, streamed: bool) -> LLMR
     return replace(response, wire=wire)
 
 
-async def read_body(content: bytes, *, streamed: bool) -> Any:
+def read_body(content: bytes, *, streamed: bool) -> Any:
     """A captured body as JSON: the parsed body, or the JSON payloads of an SSE stream.
 
     A payload that is not JSON is kept as its text.

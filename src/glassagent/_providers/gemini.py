@@ -332,7 +332,7 @@ class GeminiClient(BaseLLMClient):
             final = accumulator.response(
                 raw_response=response, raw_request=exchange.body(), streamed=False
             )
-            final = await self._with_wire(final, exchange, streamed=False)
+            final = self._with_wire(final, exchange, streamed=False)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -372,7 +372,7 @@ class GeminiClient(BaseLLMClient):
             response = accumulator.response(
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
-            response = await self._with_wire(response, exchange, streamed=True)
+            response = self._with_wire(response, exchange, streamed=True)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -381,7 +381,7 @@ class GeminiClient(BaseLLMClient):
             raise failure  # outside the handler: the original is not chained as context
         yield response
 
-    async def _with_wire(
+    def _with_wire(
         self, response: LLMResponse, exchange: _Exchange, *, streamed: bool
     ) -> LLMResponse:
         """`response` with its `WireRecord` when the exchange was recorded.
@@ -391,7 +391,7 @@ class GeminiClient(BaseLLMClient):
         if not exchange.record:
             return response
         received = b"".join(exchange.received[-1]) if exchange.received else b""
-        body = await capture.read_body(received, streamed=streamed)
+        body = capture.read_body(received, streamed=streamed)
         record = capture.record(exchange.body(), body, secret=self.__key, streamed=streamed)
         return replace(response, wire=record)
 
