@@ -15,12 +15,12 @@ providers' constrained modes and tool parameters take objects only.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import ConfigurationError, OutputValidationError, UserError
+from glassagent._core.fence import CODE_FENCE
 from glassagent._core.messages import LLMResponse, Message, ToolCall, ToolDefinition
 from glassagent._core.output import FINAL_TOOL, OutputMode, OutputSchema, schema_name
 from glassagent._core.result import ToolResult
@@ -34,7 +34,6 @@ WRAPPER = "result"
 """The property a non-object output sits under."""
 MODES: tuple[OutputMode, ...] = ("native", "tool", "prompted")
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _TOOL_DESCRIPTION = (
     "Give your final answer: call this tool once, when you have it; its arguments are the answer."
 )
@@ -243,7 +242,7 @@ def parse_json(text: str) -> Any:
         ValueError: When there is none.
     """
     stripped = text.strip()
-    candidates = [stripped] + [m.group(1).strip() for m in _FENCE.finditer(stripped)]
+    candidates = [stripped] + [m.group(1).strip() for m in CODE_FENCE.finditer(stripped)]
     for candidate in candidates:
         try:
             return json.loads(candidate)

@@ -26,6 +26,7 @@ from typing import Any
 
 from glassagent._core import tool_choice
 from glassagent._core.errors import ConfigurationError
+from glassagent._core.fence import CODE_FENCE
 from glassagent._core.messages import (
     LLMResponse,
     Message,
@@ -53,7 +54,6 @@ Tools:"""
 
 _MUST_CALL = 'This reply must call {what}: reply with a "tool_call" object, not a "response".'
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
@@ -292,7 +292,7 @@ def _decode_first(text: str) -> Any:
 
 def _extract(text: str) -> Any:
     """The protocol value in a reply: inside a code fence first, else anywhere in the text."""
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+    for candidate in [m.group(1) for m in CODE_FENCE.finditer(text)] + [text]:
         try:
             return _decode_first(candidate)
         except ValueError:
