@@ -8,6 +8,7 @@ floor), and glassagent with each client: ``glassagent_openai[_stream]``,
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from measure import POOL, PROMPT, Factory, Run, counter, k_of, main
@@ -102,6 +103,11 @@ def make_client(kind: str, base_url: str, model: str) -> Any:
 
 def glassagent_driver(kind: str, base_url: str, model: str, stream: bool) -> Run:
     from glassagent import Agent, BaseLLMClient, tool
+
+    # The table measures ``pip install glassagent`` (its packages column counts that install),
+    # so no optional extra: without ``[prices]`` the unknown bench model costs no price
+    # lookup, where a development environment would load genai-prices' data (about 6 MB).
+    sys.modules["genai_prices"] = None  # type: ignore[assignment]
 
     client = make_client(kind, base_url, model)
     if not stream:  # one whole answer per call: the base class's `stream` calls `chat`

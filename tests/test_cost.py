@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from datetime import date
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from glassagent import Usage
+from glassagent._profiles import cost as cost_module
 from glassagent.profiles import Cost, ModelProfile, cost_of, get_profile, list_profiles
 
 AS_OF = "2026-01-02"
@@ -146,10 +148,25 @@ def test_without_genai_prices_a_model_without_pricing_is_unpriced(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as when absent
-    cost = cost_of(Usage(input_tokens=1), None, model="gemini-2.5-flash", provider="gemini")
-    assert cost.amount is None
-    assert "genai-prices is not installed" in (cost.reason or "")
-    assert 'pip install "glassagent[prices]"' in (cost.reason or "")
+    imports: list[str] = []
+    import_module = importlib.import_module
+
+    def counting(name: str, package: str | None = None) -> ModuleType:
+        imports.append(name)
+        return import_module(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", counting)
+    cost_module._genai_prices.cache_clear()
+    try:
+        for _ in range(3):
+            cost = cost_of(Usage(input_tokens=1), None, model="gemini-2.5-flash", provider="gemini")
+            assert cost.amount is None
+            assert "genai-prices is not installed" in (cost.reason or "")
+            assert 'pip install "glassagent[prices]"' in (cost.reason or "")
+    finally:
+        cost_module._genai_prices.cache_clear()
+    # a failed import searches every path entry: it is tried once, not on every call
+    assert imports == ["genai_prices"]
 
 
 def test_genai_prices_prices_a_model_whose_profile_has_no_pricing() -> None:

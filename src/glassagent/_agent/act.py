@@ -206,6 +206,7 @@ class Acting:
                 result = await self._answer_and_run(state)
         finally:
             state.finished = True
+            state.prepared = None  # its context's progress callback refers back to `state`
         self._emit_complete(state.call, state.tool, result)
         return result
 

@@ -11,6 +11,7 @@ import importlib
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -193,9 +194,8 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
             reason=f"{model!r} runs locally ({provider}) and its profile has no pricing; "
             "add pricing to a profile of it",
         )
-    try:
-        genai_prices: Any = importlib.import_module("genai_prices")
-    except ImportError:
+    genai_prices = _genai_prices()
+    if genai_prices is None:
         return Cost(
             None,
             reason=f"no pricing for {model!r} in a profile, and genai-prices is not installed "
@@ -233,6 +233,19 @@ def _from_genai_prices(usage: Usage, model: str, provider: str | None) -> Cost:
         "genai-prices",
         priced_as=f"{calculation.provider.id}/{calculation.model.id} (genai-prices {version})",
     )
+
+
+@cache
+def _genai_prices() -> Any:
+    """The genai-prices module, or `None` when it is not installed.
+
+    Asked once: a failed import searches every path entry again, which costs more than the
+    rest of a model call.
+    """
+    try:
+        return importlib.import_module("genai_prices")
+    except ImportError:
+        return None
 
 
 def _price_data(genai_prices: Any) -> object | None:

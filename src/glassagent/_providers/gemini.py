@@ -49,7 +49,7 @@ from glassagent._providers.http import (
 )
 from glassagent._providers.pools import PerLoop
 from glassagent._providers.shapes import snippet
-from glassagent._providers.transport import new_http_client, pool_size
+from glassagent._providers.transport import new_http_client, pool_size, release
 
 if TYPE_CHECKING:
     import httpx
@@ -82,6 +82,12 @@ class _Exchange:
     requests: list[httpx.Request] = field(default_factory=list)
     responses: list[httpx.Response] = field(default_factory=list)
     received: list[list[bytes]] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Free the closed responses at once (see `transport.release`)."""
+        for response in self.responses:
+            if response.is_closed:
+                release(response)
 
     def body(self) -> Any:
         if not self.requests:
@@ -337,6 +343,7 @@ class GeminiClient(BaseLLMClient):
             failure = self._error(exc, exchange)
         finally:
             _EXCHANGE.reset(token)
+            exchange.release()
         if failure is not None:
             raise failure  # outside the handler: the original is not chained as context
         for part in parts if deltas else ():
@@ -495,6 +502,7 @@ async def _close_stream(chunks: Any, exchange: _Exchange) -> None:
         await aclose()
     for http_response in exchange.responses:
         await http_response.aclose()
+    exchange.release()
 
 
 async def _close(pair: tuple[httpx.AsyncClient, _Sdk]) -> None:
