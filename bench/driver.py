@@ -2,7 +2,9 @@
 
 Drivers: ``raw_httpx`` and ``raw_httpx_stream`` (hand-written loops on the OpenAI wire: the
 floor), and glassagent with each client: ``glassagent_openai[_stream]``,
-``glassagent_ollama[_stream]``, ``glassagent_gemini[_stream]``.
+``glassagent_ollama[_stream]``, ``glassagent_gemini[_stream]``; the tool is a plain function,
+which glassagent runs on a worker thread, except in ``glassagent_openai_async_tool_stream``,
+where it is the same function written ``async def`` (run on the event loop).
 """
 
 from __future__ import annotations
@@ -101,7 +103,21 @@ def make_client(kind: str, base_url: str, model: str) -> Any:
     return llm.GeminiClient(model, api_key="bench-key-not-secret", base_url=base_url)
 
 
-def glassagent_driver(kind: str, base_url: str, model: str, stream: bool) -> Run:
+async def async_counter(n: int) -> int:
+    """Return n + 1.
+
+    Args:
+        n: The number to count from.
+    """
+    return n + 1
+
+
+async_counter.__name__ = "counter"  # the same tool, run on the event loop: no thread handoff
+
+
+def glassagent_driver(
+    kind: str, base_url: str, model: str, stream: bool, async_tool: bool = False
+) -> Run:
     from glassagent import Agent, BaseLLMClient, tool
 
     # The table measures ``pip install glassagent`` (its packages column counts that install),
@@ -112,7 +128,7 @@ def glassagent_driver(kind: str, base_url: str, model: str, stream: bool) -> Run
     client = make_client(kind, base_url, model)
     if not stream:  # one whole answer per call: the base class's `stream` calls `chat`
         client.stream = BaseLLMClient.stream.__get__(client)
-    counter_tool = tool(counter)
+    counter_tool = tool(async_counter if async_tool else counter)
     max_iterations = k_of(model) + 5  # K tool calls and the answer, whatever K
 
     async def run() -> str:
@@ -133,6 +149,10 @@ for _kind in ("openai", "ollama", "gemini"):
     DRIVERS[f"glassagent_{_kind}_stream"] = lambda url, model, k=_kind: glassagent_driver(
         k, url, model, True
     )
+# A sync tool runs on a worker thread; the same tool written `async def` runs on the loop.
+DRIVERS["glassagent_openai_async_tool_stream"] = lambda url, model: glassagent_driver(
+    "openai", url, model, True, async_tool=True
+)
 
 IMPORTS = {
     "raw_httpx": "import httpx; httpx.AsyncClient()",

@@ -82,6 +82,8 @@ def available_drivers() -> list[str]:
         kinds.append("gemini")
     for kind in kinds:
         names += [f"glassagent_{kind}", f"glassagent_{kind}_stream"]
+        if kind == "openai":
+            names.append("glassagent_openai_async_tool_stream")
     return names
 
 
