@@ -3,6 +3,7 @@
 import asyncio
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 
@@ -111,3 +112,128 @@ async def test_the_default_pool_keeps_every_connection_alive() -> None:
     pool = http._transport._pool  # httpx's own pool: the limits it was given
     assert pool._max_connections == pool._max_keepalive_connections >= 100
     await client.aclose()
+
+
+# ---- the built-in clients' pools hand out connections without rescanning them all ------
+
+
+def answering_server(close_after: float | None = None):
+    """Answers every request at once; with `close_after`, closes each connection that long
+    after its first answer (as servers drop idle kept-alive connections)."""
+    connections: list[asyncio.StreamWriter] = []
+    closed_by_client: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        try:
+            while True:
+                await read_request(reader)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
+                )  # fmt: skip
+                await writer.drain()
+                if close_after is not None:
+                    await asyncio.sleep(close_after)
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            closed_by_client.append(writer)
+        finally:
+            writer.close()
+
+    return handle, connections, closed_by_client
+
+
+async def serve(handle: Any) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+
+def owned_client(**limits: Any) -> httpx.AsyncClient:
+    from glassagent._providers.connection_pool import speed_up
+
+    return speed_up(httpx.AsyncClient(limits=httpx.Limits(**limits)))
+
+
+async def test_the_built_in_clients_own_pools_assign_without_a_scan() -> None:
+    from glassagent._providers.transport import new_http_client
+
+    async with new_http_client() as owned, httpx.AsyncClient() as yours:
+        assert type(owned._transport._pool).__name__ == "SweepingConnectionPool"
+        assert type(yours._transport._pool) is httpcore.AsyncConnectionPool
+    client = OpenAICompatibleClient("m", base_url="http://127.0.0.1:9/v1", api_key="")
+    http = await client._transport._client()
+    assert type(http._transport._pool).__name__ == "SweepingConnectionPool"
+    await client.aclose()
+
+
+async def test_a_connection_the_server_closed_is_not_reused() -> None:
+    handle, connections, _ = answering_server(close_after=0.0)
+    server, url = await serve(handle)
+    async with server, owned_client() as http:
+        for _ in range(3):
+            response = await http.post(url, content=b"{}")  # stock retries nothing
+            assert response.status_code == 200
+            await asyncio.sleep(0.1)  # the server has closed that connection by now
+        assert len(connections) == 3
+
+
+async def test_an_idle_connection_past_its_keep_alive_expiry_is_closed() -> None:
+    handle, connections, closed_by_client = answering_server()
+    server, url = await serve(handle)
+    async with server, owned_client(keepalive_expiry=0.05) as http:
+        await http.post(url, content=b"{}")
+        await http.post(url, content=b"{}")  # at once: the same connection
+        assert len(connections) == 1
+        await asyncio.sleep(1.2)  # past the expiry, and past the next sweep
+        await http.post(url, content=b"{}")
+        assert len(connections) == 2
+        await asyncio.sleep(0.05)
+        assert closed_by_client == connections[:1]
+
+
+async def test_idle_connections_beyond_the_keep_alive_limit_are_closed() -> None:
+    server, connections = await gathering_server(6)  # six requests open six connections
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    async with server, owned_client(max_connections=10, max_keepalive_connections=2) as http:
+        replies = await asyncio.gather(*(http.post(url, content=b"{}") for _ in range(6)))
+        assert [r.status_code for r in replies] == [200] * 6
+        assert len(connections) == 6
+        assert len(http._transport._pool._connections) <= 2
+
+
+async def test_requests_beyond_max_connections_wait_and_all_complete() -> None:
+    handle, connections, _ = answering_server()
+    server, url = await serve(handle)
+    async with server, owned_client(max_connections=3) as http:
+        replies = await asyncio.gather(*(http.post(url, content=b"{}") for _ in range(30)))
+        assert [r.status_code for r in replies] == [200] * 30
+        assert 1 <= len(connections) <= 3
+
+
+async def test_an_expired_idle_connection_no_request_reaches_is_closed_by_the_sweep() -> None:
+    handle, connections, closed_by_client = answering_server()
+    server, url = await serve(handle)
+    async with server, owned_client(keepalive_expiry=0.4) as http:
+        await asyncio.gather(*(http.post(url, content=b"{}") for _ in range(2)))
+        assert len(connections) == 2
+        for _ in range(8):  # the first connection stays in use, so stays fresh
+            await asyncio.sleep(0.2)
+            await http.post(url, content=b"{}")
+        await asyncio.sleep(0.05)
+        assert len(connections) == 2
+        assert closed_by_client == connections[1:]  # the second expired, unused
+
+
+def test_another_httpcore_keeps_its_own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from glassagent._providers import connection_pool
+
+    monkeypatch.setattr(httpcore, "__version__", "2.0.0")
+    connection_pool._pool_class.cache_clear()
+    try:
+        client = owned_client()
+        assert type(client._transport._pool) is httpcore.AsyncConnectionPool
+    finally:
+        monkeypatch.undo()
+        connection_pool._pool_class.cache_clear()
+    assert type(owned_client()._transport._pool).__name__ == "SweepingConnectionPool"

@@ -1,0 +1,110 @@
+"""A connection pool that hands out connections without rescanning all of them.
+
+httpcore's pool, each time a request is sent and each time a response is closed, looks at
+every connection it holds: whether it is idle, counted with a scan per idle connection (so
+quadratic in the pool's size), and whether an idle one has expired, which asks its socket
+(a system call per idle connection). With many agent runs at once that scan, not the
+framework, costs most of a request's CPU, and it grows with every connection the pool keeps.
+
+The built-in clients' own pools (not an ``http_client`` you pass) assign requests the same
+way with less work: idle connections are counted once, the idle ones are checked for expiry
+at most once a second, and a connection is always checked right before it is handed out, so
+a connection the server closed is still never reused. The pool is httpcore's own, with this
+one method replaced, and only when httpcore is a version whose pool this was written for.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+SWEEP_SECONDS = 1.0
+"""How often idle connections are all checked for expiry (each is checked again before use)."""
+_FIELDS = ("_connections", "_requests", "_max_connections", "_max_keepalive_connections")
+
+
+def speed_up(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """Give `client`'s default transport the cheaper assignment; returns `client`.
+
+    Left as it is when its transport is not httpx's own pool over httpcore 1.x (a proxy,
+    another transport, another httpcore): then httpcore's assignment does the work.
+    """
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    cheaper = _pool_class()
+    fits = cheaper is not None and type(pool) is cheaper.__base__
+    if fits and all(hasattr(pool, name) for name in _FIELDS):
+        pool.__class__ = cheaper
+    return client
+
+
+@cache
+def _pool_class() -> type[Any] | None:
+    """The pool class (made on first use: httpcore is imported lazily), if httpcore fits."""
+    import httpcore
+
+    base = httpcore.AsyncConnectionPool
+    if not httpcore.__version__.startswith("1.") or not callable(
+        getattr(base, "_assign_requests_to_connections", None)
+    ):
+        return None
+
+    class SweepingConnectionPool(base):  # type: ignore[misc, valid-type]
+        """httpcore's pool, assigning requests without a scan per connection."""
+
+        _next_sweep = 0.0
+
+        def _assign_requests_to_connections(self) -> list[Any]:
+            closing: list[Any] = []
+            self._drop_closed_and_expired(closing)
+            connections = self._connections
+            for pool_request in [r for r in self._requests if r.is_queued()]:
+                origin = pool_request.request.url.origin
+                connection = self._available(origin, closing)
+                if connection is None:
+                    if len(connections) >= self._max_connections:
+                        connection = next((c for c in connections if c.is_idle()), None)
+                        if connection is None:
+                            continue  # the request waits for a connection to come free
+                        connections.remove(connection)  # make room: close an idle one
+                        closing.append(connection)
+                    connection = self.create_connection(origin)
+                    connections.append(connection)
+                pool_request.assign_to_connection(connection)
+            return closing
+
+        def _drop_closed_and_expired(self, closing: list[Any]) -> None:
+            """Drop closed connections; close expired (when sweeping) and surplus idle ones."""
+            now = time.monotonic()
+            sweep = now >= self._next_sweep
+            if sweep:
+                self._next_sweep = now + SWEEP_SECONDS
+            connections = self._connections
+            idle = []
+            for connection in list(connections):
+                if connection.is_closed():
+                    connections.remove(connection)
+                elif connection.is_idle():
+                    if sweep and connection.has_expired():
+                        connections.remove(connection)
+                        closing.append(connection)
+                    else:
+                        idle.append(connection)
+            for connection in idle[: max(0, len(idle) - self._max_keepalive_connections)]:
+                connections.remove(connection)  # the oldest idle ones beyond the keep-alive
+                closing.append(connection)
+
+        def _available(self, origin: Any, closing: list[Any]) -> Any:
+            """The first connection that can take a request to `origin` and has not expired."""
+            for connection in list(self._connections):
+                if connection.can_handle_request(origin) and connection.is_available():
+                    if not (connection.is_idle() and connection.has_expired()):
+                        return connection
+                    self._connections.remove(connection)  # expired (or closed by the server)
+                    closing.append(connection)
+            return None
+
+    return SweepingConnectionPool
