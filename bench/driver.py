@@ -1,10 +1,12 @@
 """One benchmark driver, run in its own process; prints its measurements as JSON.
 
 Drivers: ``raw_httpx`` and ``raw_httpx_stream`` (hand-written loops on the OpenAI wire: the
-floor), and glassagent with each client: ``glassagent_openai[_stream]``,
-``glassagent_ollama[_stream]``, ``glassagent_gemini[_stream]``; the tool is a plain function,
-which glassagent runs on a worker thread, except in ``glassagent_openai_async_tool_stream``,
-where it is the same function written ``async def`` (run on the event loop).
+floor); ``raw_httpx_sweeping_pool_stream`` (the streamed loop over the connection pool of
+glassagent's own clients, which assigns connections with less work than httpcore's); and
+glassagent with each client: ``glassagent_openai[_stream]``, ``glassagent_ollama[_stream]``,
+``glassagent_gemini[_stream]``. The tool is a plain function, which glassagent runs on a
+worker thread, except in ``glassagent_openai_async_tool_stream``, where it is the same
+function written ``async def`` (run on the event loop).
 """
 
 from __future__ import annotations
@@ -65,11 +67,15 @@ async def _raw_call(http: Any, url: str, body: dict[str, Any], stream: bool) -> 
     return {"role": "assistant", "content": "".join(content) or None, "tool_calls": tool_calls}
 
 
-def raw_driver(base_url: str, model: str, stream: bool) -> Run:
+def raw_driver(base_url: str, model: str, stream: bool, sweeping: bool = False) -> Run:
     import httpx
 
     limits = httpx.Limits(max_connections=POOL, max_keepalive_connections=POOL)
     http = httpx.AsyncClient(timeout=60, limits=limits)  # the pool glassagent's clients keep
+    if sweeping:  # the same loop over glassagent's cheaper connection assignment
+        from glassagent._providers.connection_pool import speed_up
+
+        speed_up(http)
     url = f"{base_url}/v1/chat/completions"
 
     async def run() -> str:
@@ -141,6 +147,7 @@ def glassagent_driver(
 DRIVERS: dict[str, Factory] = {
     "raw_httpx": lambda url, model: raw_driver(url, model, False),
     "raw_httpx_stream": lambda url, model: raw_driver(url, model, True),
+    "raw_httpx_sweeping_pool_stream": lambda url, model: raw_driver(url, model, True, True),
 }
 for _kind in ("openai", "ollama", "gemini"):
     DRIVERS[f"glassagent_{_kind}"] = lambda url, model, k=_kind: glassagent_driver(

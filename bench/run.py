@@ -72,7 +72,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 def available_drivers() -> list[str]:
     import glassagent.llm as llm
 
-    names = ["raw_httpx", "raw_httpx_stream"]
+    names = ["raw_httpx", "raw_httpx_stream", "raw_httpx_sweeping_pool_stream"]
     kinds = [
         k
         for k, cls in (("openai", "OpenAICompatibleClient"), ("ollama", "OllamaClient"))
