@@ -117,9 +117,10 @@ async def test_the_default_pool_keeps_every_connection_alive() -> None:
 # ---- the built-in clients' pools hand out connections without rescanning them all ------
 
 
-def answering_server(close_after: float | None = None):
+def answering_server(close_after: float | None = None, close_on: bytes | None = None):
     """Answers every request at once; with `close_after`, closes each connection that long
-    after its first answer (as servers drop idle kept-alive connections)."""
+    after its first answer (as servers drop idle kept-alive connections); with `close_on`,
+    after answering a request with that body."""
     connections: list[asyncio.StreamWriter] = []
     closed_by_client: list[asyncio.StreamWriter] = []
 
@@ -127,12 +128,14 @@ def answering_server(close_after: float | None = None):
         connections.append(writer)
         try:
             while True:
-                await read_request(reader)
+                body = await read_request(reader)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                     + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
                 )  # fmt: skip
                 await writer.drain()
+                if close_on is not None and body == close_on:
+                    return
                 if close_after is not None:
                     await asyncio.sleep(close_after)
                     return
@@ -228,12 +231,28 @@ async def test_an_expired_idle_connection_no_request_reaches_is_closed_by_the_sw
 def test_another_httpcore_keeps_its_own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     from glassagent._providers import connection_pool
 
-    monkeypatch.setattr(httpcore, "__version__", "2.0.0")
     connection_pool._pool_class.cache_clear()
     try:
-        client = owned_client()
-        assert type(client._transport._pool) is httpcore.AsyncConnectionPool
+        for version in ("2.0.0", "1.1.0"):  # written for httpcore 1.0's pool
+            monkeypatch.setattr(httpcore, "__version__", version)
+            client = owned_client()
+            assert type(client._transport._pool) is httpcore.AsyncConnectionPool
+            connection_pool._pool_class.cache_clear()
     finally:
         monkeypatch.undo()
         connection_pool._pool_class.cache_clear()
     assert type(owned_client()._transport._pool).__name__ == "SweepingConnectionPool"
+
+
+async def test_a_full_pool_frees_a_dead_connection_before_closing_a_healthy_one() -> None:
+    handle, connections, _ = answering_server(close_on=b"close")
+    server, url = await serve(handle)
+    other, other_url = await serve(answering_server()[0])
+    async with server, other, owned_client(max_connections=2) as http:
+        opened = [http.post(url, content=b"{}"), http.post(url, content=b"close")]
+        assert [r.status_code for r in await asyncio.gather(*opened)] == [200, 200]
+        assert len(connections) == 2  # the pool is full; the server closed the second
+        await asyncio.sleep(0.1)  # no sweep has run since
+        replies = await asyncio.gather(http.post(url, content=b"{}"), http.post(other_url))
+        assert [r.status_code for r in replies] == [200, 200]
+        assert len(connections) == 2  # the healthy one served; the dead one made the room

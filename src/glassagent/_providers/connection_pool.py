@@ -6,11 +6,15 @@ quadratic in the pool's size), and whether an idle one has expired, which asks i
 (a system call per idle connection). With many agent runs at once that scan, not the
 framework, costs most of a request's CPU, and it grows with every connection the pool keeps.
 
-The built-in clients' own pools (not an ``http_client`` you pass) assign requests the same
-way with less work: idle connections are counted once, the idle ones are checked for expiry
-at most once a second, and a connection is always checked right before it is handed out, so
-a connection the server closed is still never reused. The pool is httpcore's own, with this
-one method replaced, and only when httpcore is a version whose pool this was written for.
+The built-in clients' own pools (not an ``http_client`` you pass) assign requests as
+httpcore does with less work: idle connections are counted once, the idle ones are checked
+for expiry at most once a second (and whenever the pool is full, before an idle connection
+is closed to make room), and a connection is always checked right before it is handed out,
+so a connection the server closed is still never reused. Idle connections beyond the
+keep-alive limit are closed (httpcore closes every idle one while the pool holds more than
+that limit; the built-in clients keep all alive, so both agree there). The pool is
+httpcore's own, with this one method replaced, and only under httpcore 1.0, the version
+this was written for.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ _FIELDS = ("_connections", "_requests", "_max_connections", "_max_keepalive_conn
 def speed_up(client: httpx.AsyncClient) -> httpx.AsyncClient:
     """Give `client`'s default transport the cheaper assignment; returns `client`.
 
-    Left as it is when its transport is not httpx's own pool over httpcore 1.x (a proxy,
+    Left as it is when its transport is not httpx's own pool over httpcore 1.0 (a proxy,
     another transport, another httpcore): then httpcore's assignment does the work.
     """
     pool = getattr(getattr(client, "_transport", None), "_pool", None)
@@ -47,7 +51,7 @@ def _pool_class() -> type[Any] | None:
     import httpcore
 
     base = httpcore.AsyncConnectionPool
-    if not httpcore.__version__.startswith("1.") or not callable(
+    if not httpcore.__version__.startswith("1.0.") or not callable(
         getattr(base, "_assign_requests_to_connections", None)
     ):
         return None
@@ -59,14 +63,18 @@ def _pool_class() -> type[Any] | None:
 
         def _assign_requests_to_connections(self) -> list[Any]:
             closing: list[Any] = []
-            self._drop_closed_and_expired(closing)
+            self._drop_closed_and_expired(closing, sweep=self._sweep_due())
             connections = self._connections
+            assigned: list[Any] = []
             for pool_request in [r for r in self._requests if r.is_queued()]:
                 origin = pool_request.request.url.origin
                 connection = self._available(origin, closing)
                 if connection is None:
+                    if len(connections) >= self._max_connections:  # full: free dead ones first
+                        self._drop_closed_and_expired(closing, sweep=True, keep=assigned)
                     if len(connections) >= self._max_connections:
-                        connection = next((c for c in connections if c.is_idle()), None)
+                        idle = (c for c in connections if c.is_idle() and c not in assigned)
+                        connection = next(idle, None)
                         if connection is None:
                             continue  # the request waits for a connection to come free
                         connections.remove(connection)  # make room: close an idle one
@@ -74,20 +82,30 @@ def _pool_class() -> type[Any] | None:
                     connection = self.create_connection(origin)
                     connections.append(connection)
                 pool_request.assign_to_connection(connection)
+                assigned.append(connection)
             return closing
 
-        def _drop_closed_and_expired(self, closing: list[Any]) -> None:
-            """Drop closed connections; close expired (when sweeping) and surplus idle ones."""
+        def _sweep_due(self) -> bool:
+            """Whether the idle connections are due for their expiry check (once a second)."""
             now = time.monotonic()
-            sweep = now >= self._next_sweep
-            if sweep:
-                self._next_sweep = now + SWEEP_SECONDS
+            if now < self._next_sweep:
+                return False
+            self._next_sweep = now + SWEEP_SECONDS
+            return True
+
+        def _drop_closed_and_expired(
+            self, closing: list[Any], *, sweep: bool, keep: list[Any] | None = None
+        ) -> None:
+            """Drop closed connections; close expired (with `sweep`) and surplus idle ones.
+
+            Connections in `keep` (handed out in this pass, not yet busy) stay.
+            """
             connections = self._connections
             idle = []
             for connection in list(connections):
                 if connection.is_closed():
                     connections.remove(connection)
-                elif connection.is_idle():
+                elif connection.is_idle() and not (keep and connection in keep):
                     if sweep and connection.has_expired():
                         connections.remove(connection)
                         closing.append(connection)
