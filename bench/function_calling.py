@@ -30,6 +30,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from local_json_protocol import print_table
+
 from glassagent import Message, ModelSettings, Tool
 from glassagent.local import LocalServer
 
@@ -172,12 +174,7 @@ async def main() -> None:
     entries = load(options.data, options.count)
     async with LocalServer(context_size=2048) as server:
         rows = [await measure(server, p, entries) for p in options.protocols.split(",")]
-    headers = list(rows[0])
-    widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in headers]
-    print(" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-    print("-+-".join("-" * w for w in widths))
-    for row in rows:
-        print(" | ".join(str(row[h]).ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print_table(rows)
 
 
 if __name__ == "__main__":

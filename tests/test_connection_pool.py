@@ -21,6 +21,17 @@ from loopback_server import read_request
 ANSWER = b'{"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}'
 AT_ONCE = 40  # above httpx's default of 20 kept-alive connections
 
+REPLY = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
+)  # fmt: skip
+
+
+async def answer(writer: asyncio.StreamWriter) -> None:
+    """Send the chat-completions `ANSWER` on a kept-alive connection."""
+    writer.write(REPLY)
+    await writer.drain()
+
 
 async def gathering_server(at_once: int):
     """Answers requests only once `at_once` are waiting, so each round needs that many
@@ -40,11 +51,7 @@ async def gathering_server(at_once: int):
                         event.set()
                     waiting.clear()
                 await asyncio.wait_for(go.wait(), 10)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
-                )  # fmt: skip
-                await writer.drain()
+                await answer(writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -129,11 +136,7 @@ def answering_server(close_after: float | None = None, close_on: bytes | None = 
         try:
             while True:
                 body = await read_request(reader)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
-                )  # fmt: skip
-                await writer.drain()
+                await answer(writer)
                 if close_on is not None and body == close_on:
                     return
                 if close_after is not None:

@@ -63,15 +63,17 @@ def _pool_class() -> type[Any] | None:
 
         def _assign_requests_to_connections(self) -> list[Any]:
             closing: list[Any] = []
-            self._drop_closed_and_expired(closing, sweep=self._sweep_due())
+            swept = self._sweep_due()
+            self._drop_closed_and_expired(closing, sweep=swept)
             connections = self._connections
             assigned: list[Any] = []
             for pool_request in [r for r in self._requests if r.is_queued()]:
                 origin = pool_request.request.url.origin
                 connection = self._available(origin, closing)
                 if connection is None:
-                    if len(connections) >= self._max_connections:  # full: free dead ones first
+                    if len(connections) >= self._max_connections and not swept:
                         self._drop_closed_and_expired(closing, sweep=True, keep=assigned)
+                        swept = True  # full: free dead ones first, once a pass
                     if len(connections) >= self._max_connections:
                         idle = (c for c in connections if c.is_idle() and c not in assigned)
                         connection = next(idle, None)
