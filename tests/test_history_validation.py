@@ -26,7 +26,8 @@ def test_validation_error_is_a_value_error_and_lists_every_problem() -> None:
     problems = problems_of(data)
     assert [str(p) for p in problems] == [
         "messages[1].role: invalid role 'robot'; expected 'system', 'user', 'assistant' or 'tool'",
-        "messages[2].status: invalid status 'paused'; expected 'completed' or 'aborted'",
+        "messages[2].status: invalid status 'paused'; "
+        "expected 'completed', 'aborted' or 'unreadable'",
         "current_node: message 'ghost' does not exist",
     ]
     with pytest.raises(ValueError, match="3 problems") as info:

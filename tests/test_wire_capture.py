@@ -207,8 +207,8 @@ def expected(value: Any, key: str) -> Any:
     return json.loads(json.dumps(value).replace(key, masked(key)))
 
 
-def sent(route: respx.Route) -> Any:
-    return json.loads(route.calls[-1].request.content)
+def sent(route: respx.Route, index: int = -1) -> Any:
+    return json.loads(route.calls[index].request.content)
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=IDS)
@@ -240,11 +240,18 @@ async def test_a_complete_answer_carries_its_bodies(wire: Wire) -> None:
     async with wire.make(record_wire=True, retry=NO_RETRY, **options) as client:
         answer = await client.chat(HI)
         result = await Agent(client).run("hi") if wire.name == "gemini" else None
-    assert answer.wire == WireRecord(request=sent(route), response=expected(body, wire.key))
+    assert answer.wire == WireRecord(request=sent(route, 0), response=expected(body, wire.key))
     assert wire.key not in json.dumps(answer.wire.response)
     if result is not None:  # Gemini's `stream` with streaming=False: one generateContent call
         event = next(e for e in result.events if isinstance(e, LLMResponseEvent))
-        assert event.wire == answer.wire
+        assert event.wire is not None
+        assert answer.wire is not None
+        assert event.wire.response == answer.wire.response
+        # the agent's call carries the profile's max_completion_tokens as its default
+        assert event.wire.request == {
+            **answer.wire.request,
+            "generationConfig": {"maxOutputTokens": 65536},
+        }
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=IDS)

@@ -90,20 +90,32 @@ def call_settings(settings: ModelSettings, acted: bool) -> ModelSettings:
     return settings
 
 
-def unreadable_reply(error: ToolCallFormatError) -> LLMResponse:
+def unreadable_reply(error: ToolCallFormatError, text: str, thinking: str) -> LLMResponse:
     """The answer recorded when the server could not read the model's reply as a tool call.
 
-    Its ``protocol_error`` is the server's complaint and its ``raw_stop_reason``
-    ``"unreadable_tool_call"``; the reply itself is not kept, and the model is told (the
-    next request shows how) which tools exist.
+    Its ``protocol_error`` is the server's complaint, its ``raw_stop_reason``
+    ``"unreadable_tool_call"`` and its text what streamed before the server gave up.
     """
     return LLMResponse(
-        stop_reason="other", protocol_error=str(error), raw_stop_reason=UNREADABLE_REPLY
+        text,
+        thinking=thinking or None,
+        stop_reason="other",
+        protocol_error=str(error),
+        raw_stop_reason=UNREADABLE_REPLY,
     )
 
 
+def unreadable_attempt(text: str, thinking: str) -> Message:
+    """The assistant message kept for a reply that could not be read: what came of it."""
+    return Message(role="assistant", content=text, thinking=thinking or None, status="unreadable")
+
+
 def correction(tools: Sequence[ToolDefinition]) -> Message:
-    """The user message that tells the model its last reply could not be read as a tool call."""
+    """The protocol message that tells the model its last reply could not be read.
+
+    It goes to the model as a ``user`` message but is marked ``protocol``: the user did not
+    write it, and the history says so.
+    """
     names = ", ".join(tool.name for tool in tools) or "none"
     return Message(
         role="user",
@@ -113,7 +125,13 @@ def correction(tools: Sequence[ToolDefinition]) -> Message:
             "of them by its exact name with valid JSON arguments, or answer without a tool "
             "call."
         ),
+        protocol=True,
     )
+
+
+def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """`messages` without unreadable replies of which nothing came (providers refuse them)."""
+    return tuple(m for m in messages if m.status != "unreadable" or m.content or m.tool_calls)
 
 
 def may_think_again(iteration: int, max_iterations: int) -> bool:

@@ -151,7 +151,11 @@ class RunGuard:
         return reduce(add, self._costs) if self._costs else self._zero
 
     def start(self, config: RunConfig, messages: Sequence[Message]) -> RunConfig:
-        """The run's configuration, its client wrapped when the profile asks for it.
+        """The run's configuration, as the model's profile completes it.
+
+        The client is wrapped in the JSON tool protocol when the profile says the model has
+        no function calling, and a run without ``max_tokens`` gets the profile's
+        ``max_completion_tokens``: no call runs unbounded.
 
         Raises:
             AttachmentError: For an attachment the model cannot read.
@@ -166,6 +170,9 @@ class RunGuard:
             check_modalities(profile, messages, client.provider_name)
             if not profile.features.supports_function_calling and client.tool_protocol == "native":
                 config = replace(config, client=JsonToolsClient(client))
+            most = profile.capabilities.max_completion_tokens
+            if most is not None and config.settings.max_tokens is None:
+                config = replace(config, settings=replace(config.settings, max_tokens=most))
             if profile.pricing is not None:
                 self._zero = Cost(Decimal(0), profile.pricing.currency)
         self._config = config

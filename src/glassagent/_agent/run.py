@@ -102,6 +102,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._thinking: list[str] = []
         self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
+        self._unreadable = False  # a reply could not be read (see `decide.sendable`)
         self._abort_reason: str | None = None
         self._result: RunResult[OutputT] | None = None
         self._plan: output.Plan | None = None  # how a structured answer is asked for
@@ -449,6 +450,8 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         """
         self._iterations = iteration
         messages, system = self._context.apply(self._conversation, self._config.system)
+        if self._unreadable:
+            messages = decide.sendable(messages)
         client = self._config.client
         settings = decide.call_settings(self._config.settings, self._acted)
         protocol = await tool_protocol(client, self._config.definitions, self._config.settings)
@@ -478,8 +481,11 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             )
         except ToolCallFormatError as exc:  # no answer: the model is told and tries again
             self._streaming = False
-            self._observe(decide.unreadable_reply(exc), iteration, started)
+            text, thinking = "".join(self._text), "".join(self._thinking)
+            self._observe(decide.unreadable_reply(exc, text, thinking), iteration, started)
+            self._conversation.append(decide.unreadable_attempt(text, thinking))
             self._conversation.append(decide.correction(self._config.definitions))
+            self._unreadable = True
             return None
         self._streaming = False
         self._observe(response, iteration, started)

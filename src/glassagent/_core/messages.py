@@ -26,8 +26,9 @@ from glassagent._core.tool_choice import check_value as check_tool_choice
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
 
-MessageStatus = Literal["completed", "aborted"]
-"""Whether a message was finished or cut short by an abort."""
+MessageStatus = Literal["completed", "aborted", "unreadable"]
+"""Whether a message was finished, cut short by an abort, or (an assistant reply) could not be
+read as the tool protocol: ``completed``, ``aborted`` or ``unreadable``."""
 
 StopReason = Literal["tool_use", "end_turn", "max_tokens", "content_filter", "other"]
 """Why the model stopped producing output: ``tool_use`` (it asked for tools), ``end_turn``
@@ -178,9 +179,13 @@ class Message:
     thinking: str | None = None
     """The model's visible reasoning that came with an assistant message."""
     status: MessageStatus = "completed"
-    """``aborted`` when the message was cut short by an abort."""
+    """``aborted`` when the message was cut short by an abort; ``unreadable`` for an
+    assistant reply that could not be read as a tool call (kept with the text that came)."""
     provider_metadata: Mapping[str, Any] = field(default_factory=dict)
     """Opaque provider data that must round-trip with the message."""
+    protocol: bool = False
+    """Written by the agent's tool protocol, not by the user: the ``user`` message that tells
+    the model its last reply could not be read. Sent to the model within its run only."""
 
 
 @dataclass(frozen=True)

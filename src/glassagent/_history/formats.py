@@ -64,6 +64,8 @@ def message_dict(message: HistoryMessage, children: list[str], version: Version)
         data["name"] = message.name
     if message.is_error:
         data["is_error"] = True
+    if message.protocol:
+        data["protocol"] = True
     if message.thinking is not None:
         data["thinking"] = message.thinking
     if message.provider_metadata:

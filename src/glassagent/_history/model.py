@@ -245,7 +245,11 @@ class HistoryMessage:
     created_at: str = field(default_factory=now_timestamp)
     """When it was written: ISO 8601 with milliseconds and ``Z``, kept as read."""
     status: MessageStatus = "completed"
-    """``aborted`` when the message was cut short by an abort."""
+    """``aborted`` when the message was cut short by an abort; ``unreadable`` for an
+    assistant reply that could not be read as a tool call."""
+    protocol: bool = False
+    """Written by the agent's tool protocol (a correction after an unreadable reply), not by
+    the user; stored as ``"protocol": true`` and never sent to the model in later turns."""
     attachments: tuple[HistoryAttachment, ...] = ()
     """Files sent with the message."""
     tool_calls: tuple[HistoryToolCall, ...] = ()
@@ -287,6 +291,7 @@ class HistoryMessage:
             parent_id=parent_id,
             created_at=created_at or now_timestamp(),
             status=message.status,
+            protocol=message.protocol,
             attachments=tuple(HistoryAttachment.from_attachment(a) for a in message.attachments),
             tool_calls=tuple(HistoryToolCall.from_tool_call(c) for c in message.tool_calls),
             tool_call_id=message.tool_call_id,
@@ -318,4 +323,5 @@ class HistoryMessage:
             thinking=self.thinking,
             status=self.status,
             provider_metadata=dict(self.provider_metadata),
+            protocol=self.protocol,
         )

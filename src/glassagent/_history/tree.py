@@ -162,7 +162,10 @@ class History:
         """The neutral `Message`s of a thread, ready for a model client.
 
         Attachments are checked against `attachment_policy` here, before anything could be
-        read: a local path outside its roots, or a URL it does not allow, is refused.
+        read: a local path outside its roots, or a URL it does not allow, is refused. The
+        tool protocol's own traffic of earlier turns is left out: replies marked
+        ``unreadable`` and the ``protocol`` corrections that answered them stay in the
+        history (see `thread`) but are not sent again.
 
         Args:
             node: The last message of the thread (default: the current node).
@@ -172,7 +175,11 @@ class History:
             UserError: When `node` is unknown, or an attachment or tool call is malformed.
         """
         policy = self.attachment_policy
-        return [message.to_message(policy) for message in self.thread(node)]
+        return [
+            message.to_message(policy)
+            for message in self.thread(node)
+            if not message.protocol and message.status != "unreadable"
+        ]
 
     def children(self, message_id: str) -> tuple[str, ...]:
         """The ids of the messages that follow `message_id`, oldest first.

@@ -32,7 +32,7 @@ from glassagent._history.structure import check_mapping, check_pointers, check_t
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 _ROLE_NAMES = "'system', 'user', 'assistant' or 'tool'"
-_STATUSES = frozenset({"completed", "aborted"})
+_STATUSES = frozenset({"completed", "aborted", "unreadable"})
 _ATTACHMENT_TYPES = frozenset({"image", "video", "audio", "file"})
 _TIMESTAMP = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
@@ -41,7 +41,7 @@ _TIMESTAMP = re.compile(
 # Message fields each version knows; the other version's names are refused so they cannot
 # collide with known fields when a document is converted.
 _COMMON = ("role", "content", "parent_id", "attachments", "tool_calls", "tool_call_id", "status")
-_EXTENSIONS = ("name", "is_error", "thinking", "provider_metadata")
+_EXTENSIONS = ("name", "is_error", "thinking", "provider_metadata", "protocol")
 _LEGACY_ARGUMENTS_ERROR = "arguments_error"
 """The `provider_metadata` key older versions wrote for unparsable arguments; dropped on read
 (the call's error result, stored with the history, already holds the reason)."""
@@ -324,14 +324,15 @@ def _message(
         created_at = None
     status = item.get("status", "completed")
     if not isinstance(status, str) or status not in _STATUSES:
-        expected = "expected 'completed' or 'aborted'"
+        expected = "expected 'completed', 'aborted' or 'unreadable'"
         problems.add(key_loc(loc, "status"), f"invalid status {show(status)}; {expected}")
     answers = _optional(item, "tool_call_id", str, loc, problems)
     name = _optional(item, "name", str, loc, problems)
     thinking = _optional(item, "thinking", str, loc, problems)
-    is_error = item.get("is_error", False)
-    if not isinstance(is_error, bool):
-        problems.add(key_loc(loc, "is_error"), f"must be a boolean, not {kind(is_error)}")
+    is_error, protocol = item.get("is_error", False), item.get("protocol", False)
+    for flag, value in (("is_error", is_error), ("protocol", protocol)):
+        if not isinstance(value, bool):
+            problems.add(key_loc(loc, flag), f"must be a boolean, not {kind(value)}")
     metadata = _optional(item, "provider_metadata", dict, loc, problems) or {}
     attachments = _list_of(item, "attachments", loc, problems, _attachment)
     tool_calls = _list_of(item, "tool_calls", loc, problems, _tool_call)
@@ -349,6 +350,7 @@ def _message(
         tool_call_id=answers,
         name=name,
         is_error=is_error is True,
+        protocol=protocol is True,
         thinking=thinking,
         provider_metadata=metadata,
         extra={k: v for k, v in item.items() if k not in names.known},

@@ -255,8 +255,9 @@ class HumanView:
         if not messages:
             self.note("(the conversation is empty)")
         for message in messages:
-            status = " [aborted]" if message.status == "aborted" else ""
+            status = "" if message.status == "completed" else f" [{message.status}]"
             role = f"{message.name} result" if message.role == "tool" else message.role
+            role = "protocol" if message.protocol else role
             text = message.content or ""
             if message.tool_calls:
                 calls = "; ".join(
@@ -274,6 +275,7 @@ def message_dict(message: HistoryMessage) -> dict[str, Any]:
         "role": message.role,
         "content": message.content,
         "status": message.status,
+        "protocol": message.protocol,
         "thinking": message.thinking,
         "tool_calls": [
             {"id": c.tool_call_id, "name": c.function_name, "arguments": _plain(c.arguments)}

@@ -272,10 +272,11 @@
     transcript.replaceChildren();
     let turn = null;
     for (const message of messages) {
-      if (message.role === "user" || !turn) {
-        turn = new Turn(message.role === "user" ? message.content : null, true);
+      const typed = message.role === "user" && !message.protocol;
+      if (typed || !turn) {
+        turn = new Turn(typed ? message.content : null, true);
         transcript.append(turn.root);
-        if (message.role === "user") continue;
+        if (typed) continue;
       }
       turn.addStored(message);
     }
@@ -290,6 +291,8 @@
     const head = el("div", "node-head");
     head.append(el("span", "badge role", message.role));
     if (message.status === "aborted") head.append(el("span", "badge aborted", "aborted"));
+    if (message.status === "unreadable") head.append(el("span", "badge aborted", "unreadable"));
+    if (message.protocol) head.append(el("span", "badge protocol", "protocol"));
     if (id === currentNode) head.append(el("span", "badge current", "current"));
     const time = message.timestamp || message.created_at;
     if (time) {
@@ -445,10 +448,11 @@
         this.steps.append(el("li", "step system", message.content));
         return;
       }
-      this.call = this.step("call", message.role === "assistant" ? "Answer" : message.role, "");
+      const label = message.protocol ? "Protocol" : message.role === "assistant" ? "Answer" : message.role;
+      this.call = this.step("call", label, "");
       if (message.thinking) this.thinking(message.thinking);
       if (message.content) this.text(message.content);
-      if (message.status === "aborted") this.call.meta.textContent = "aborted";
+      if (message.status !== "completed" && message.status) this.call.meta.textContent = message.status;
       for (const call of message.tool_calls || []) {
         const item = this.toolStep(call.function_name, call.arguments, call.tool_call_id, true);
         item.meta.textContent = "";
