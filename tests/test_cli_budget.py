@@ -63,15 +63,28 @@ def test_a_budget_stop_exits_3_saves_the_turn_and_says_why(
 
 
 def test_a_budget_stop_is_the_last_json_event(capsys: pytest.CaptureFixture[str]) -> None:
-    client = scripted("never asked")
-    code = glassagent.cli.main(run("--json", "--max-turn-tokens", "10", "Hello"))
+    client = scripted(LIST, "never asked")
+    code = glassagent.cli.main(run("--json", "--max-turn-tokens", "1500", "List"))
     out, err = capsys.readouterr()
     assert code == 3
     stream = [json.loads(line) for line in out.splitlines()]
-    assert [e["type"] for e in stream] == ["budget_exceeded"]
+    assert stream[-1]["type"] == "budget_exceeded"
     assert stream[-1]["limit"] == "max_tokens"
-    assert client.requests == []
+    assert len(client.requests) == 1
     assert "the budget stopped the turn" in err
+
+
+def test_a_token_budget_the_first_prompt_passes_runs_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client = scripted("never asked")
+    code = glassagent.cli.main(run("--json", "--max-turn-tokens", "10", "Hello"))
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert client.requests == []
+    assert "--max-turn-tokens 10 is less than the first model call's prompt alone" in err
+    assert "nothing was run" in err
 
 
 def test_a_turn_within_the_budget_exits_0_and_shows_its_cost(

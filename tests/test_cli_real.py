@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import events, run_cli
+from cli_support import cli_env, events, run_cli
 from glassagent.local import ensure_default_model
 
 pytestmark = [
@@ -31,6 +31,7 @@ def test_the_local_model_lists_and_reads_the_sample_project(tmp_path: Path) -> N
     done = run_cli(
         "chat", "--provider", "local", "--workspace", str(project), "--max-iterations", "3",
         "--json", cwd=tmp_path, input="List the files.\nRead the file hello.py.\n",
+        env=cli_env(GLASSAGENT_LOCAL_KEEP_ALIVE="0"),  # its own server, stopped at its end
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     stream = events(done.stdout)

@@ -466,10 +466,17 @@ async def test_llama_client_runs_two_rounds_with_the_json_protocol() -> None:
         "function_execution_complete",
         "sending_function_response",
         "llm_request",
+        "thinking_chunk",  # the thought and the answer stream as they are written
         "thinking_chunk",
         "text_chunk",
         "llm_response",
         "complete",
+    ]
+    chunks = [(e.type, e.text) for e in events[-5:-2] if e.type.endswith("_chunk")]
+    assert chunks == [
+        ("thinking_chunk", "Do"),
+        ("thinking_chunk", "ne."),
+        ("text_chunk", "The total is 43."),
     ]
     assert {e.tool_protocol for e in events if e.type == "llm_request"} == {"json"}
     assert run.result.text == "The total is 43."

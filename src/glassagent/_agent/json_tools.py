@@ -27,6 +27,7 @@ from glassagent._core.messages import (
     ToolProtocol,
 )
 from glassagent._providers import json_protocol
+from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 
 if TYPE_CHECKING:
     from glassagent._core.output import OutputMode
@@ -94,30 +95,35 @@ class JsonToolsClient(BaseLLMClient):
         *,
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamPart]:
-        """Stream the wrapped client's answer; with tools, the reply's text follows at the end.
+        """Stream the wrapped client's answer, its protocol reply read as it comes.
 
-        The reply is protocol JSON, so its text is not streamed as it comes: the thought and
-        the answer follow as one delta each once the reply is complete.
+        The reply's ``thought`` streams as thinking and its ``response`` as text while they
+        are written (`ReplyStream`); a tool call follows once the reply is complete.
         """
         encoded, prompt, inner, offered = self._request(messages, tools, system, settings)
         parts = self.inner.stream(encoded, (), prompt, settings=inner)
         thinking: list[str] = []
+        replies = ReplyStream()
         try:
             async for part in parts:
                 if not offered:
                     yield part
+                elif isinstance(part, TextDelta):
+                    for delta in streamed_deltas(replies, part.text):
+                        yield delta
                 elif isinstance(part, ThinkingDelta):
                     thinking.append(part.text)
                     yield part
                 elif isinstance(part, RetryNotice):
                     thinking.clear()  # the next attempt streams its thinking anew
+                    replies = ReplyStream()
                     yield part
                 elif isinstance(part, LLMResponse):
                     response = json_protocol.read_response(part)
-                    for delta in json_protocol.final_deltas(response, "".join(thinking)):
+                    for delta in final_deltas(response, "".join(thinking), replies):
                         yield delta
                     yield response
-                elif not isinstance(part, TextDelta):
+                else:
                     yield part
         finally:
             aclose = getattr(parts, "aclose", None)

@@ -31,9 +31,6 @@ from glassagent._core.messages import (
     LLMResponse,
     Message,
     ModelSettings,
-    StreamPart,
-    TextDelta,
-    ThinkingDelta,
     ToolCall,
     ToolDefinition,
 )
@@ -387,17 +384,3 @@ def read_response(response: LLMResponse) -> LLMResponse:
         thinking=thinking,
         protocol_error=error,
     )
-
-
-def final_deltas(response: LLMResponse, streamed_thinking: str) -> list[StreamPart]:
-    """The deltas a streamed protocol answer yields once complete: its thought and text.
-
-    Native thinking was streamed already (`streamed_thinking`); the reply's JSON was not.
-    """
-    parts: list[StreamPart] = []
-    thought = (response.thinking or "")[len(streamed_thinking) :].lstrip("\n")
-    if thought:
-        parts.append(ThinkingDelta(thought))
-    if response.text:
-        parts.append(TextDelta(response.text))
-    return parts

@@ -29,6 +29,7 @@ from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OLLAMA_BASE_URL, resolve
 from glassagent._providers.http import mask_key
+from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:
@@ -307,6 +308,7 @@ class OllamaClient(BaseLLMClient):
         """One streamed attempt: read the NDJSON body to its end, yielding parts as they come."""
         body, json_mode = await self._body(*request, True, limits)
         reader = wire.Reader()
+        replies = ReplyStream() if json_mode else None
         chunks: list[Any] = []
         async with self._transport.stream(_CHAT, body, limits) as response:
             async for lines in self._transport.line_batches(response, _CHAT):
@@ -322,7 +324,10 @@ class OllamaClient(BaseLLMClient):
                         ) from None
                     chunks.append(chunk)
                     for delta in reader.line(chunk):
-                        if not (json_mode and isinstance(delta, TextDelta)):
+                        if replies is not None and isinstance(delta, TextDelta):
+                            for part in streamed_deltas(replies, delta.text):
+                                yield part
+                        else:
                             yield delta
         if not reader.done:
             raise ResponseParseError(
@@ -331,7 +336,7 @@ class OllamaClient(BaseLLMClient):
             )
         final = self._response(reader, body, chunks, json_mode)
         if json_mode:
-            for delta in json_protocol.final_deltas(final, reader.builder.thinking_text):
+            for delta in final_deltas(final, reader.builder.thinking_text, replies):
                 yield delta
         yield final
 

@@ -26,6 +26,7 @@ from glassagent._providers.builder import parse_arguments
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OPENAI_API_BASE, resolve
 from glassagent._providers.http import mask_key
+from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._providers.openai_wire import wire_messages, wire_tools
 from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
@@ -255,9 +256,9 @@ class OpenAICompatibleClient(BaseLLMClient):
     ) -> AsyncIterator[StreamPart]:
         """Stream the answer over SSE: text and thinking deltas, then the `LLMResponse`.
 
-        With the JSON tool protocol the reply is JSON, so no text deltas are streamed; the
-        thought and the answer follow as one delta each once the reply is complete. Closing
-        this generator closes the HTTP response at once.
+        With the JSON tool protocol the reply is JSON: its ``thought`` streams as thinking
+        and its ``response`` as text while they are written (`ReplyStream`), a tool call
+        once the reply is complete. Closing this generator closes the HTTP response at once.
 
         Args:
             messages: The conversation so far, oldest first.
@@ -287,6 +288,7 @@ class OpenAICompatibleClient(BaseLLMClient):
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the SSE body to its end, yielding parts as they come."""
         reader = wire.Reader(self.provider_name, self._secret)
+        replies = ReplyStream() if json_mode else None
         chunks: list[Any] = []
         done = False
         async with self._transport.stream(self._path, body, limits) as response:
@@ -303,13 +305,16 @@ class OpenAICompatibleClient(BaseLLMClient):
                     if event == "error" or "error" in chunk:
                         raise wire.stream_error(chunk, self.provider_name, self._secret)
                     for part in reader.chunk(chunk):
-                        if not (json_mode and isinstance(part, TextDelta)):
+                        if replies is not None and isinstance(part, TextDelta):
+                            for delta in streamed_deltas(replies, part.text):
+                                yield delta
+                        else:
                             yield part
         if not done and not reader.builder.finished:
             detail = "a stream that ended before the answer was complete"
             raise shapes.parse_error(self.provider_name, detail, secret=self._secret)
         final = self._finish(reader, body, chunks, json_mode)
         if json_mode:
-            for part in json_protocol.final_deltas(final, reader.builder.thinking_text):
+            for part in final_deltas(final, reader.builder.thinking_text, replies):
                 yield part
         yield final

@@ -33,6 +33,11 @@ class RichWriter:
         self.console.print(Text(text, style=style or ""), end="")
         self.console.file.flush()
 
+    def control(self, codes: str) -> None:
+        """Write terminal control codes as they are (rich would strip them from text)."""
+        self.console.file.write(codes)
+        self.console.file.flush()
+
 
 def human_view(stream: TextIO, *, colour: bool) -> HumanView:
     """A human view of `stream`: in colour when asked for and rich is installed, else plain.
@@ -42,9 +47,10 @@ def human_view(stream: TextIO, *, colour: bool) -> HumanView:
     writer: Writer
     if colour and rich_installed():
         writer = RichWriter(stream)
-        return HumanView(writer, Marks())
+        return HumanView(writer, Marks(), live=_is_terminal(stream))
     writer = PlainWriter(stream)
-    return HumanView(writer, Marks() if _is_terminal(stream) else PLAIN_MARKS)
+    terminal = _is_terminal(stream)
+    return HumanView(writer, Marks() if terminal else PLAIN_MARKS, live=terminal)
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -7,16 +7,18 @@ import inspect
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from glassagent import Agent, AgentRun, RunResult
+from glassagent import Agent, AgentRun, Message, RunResult
 from glassagent.cli._options import Options
 from glassagent.cli._setup import (
+    LOCAL,
     BadInput,
     budget_for,
+    check_first_call,
     check_workspace,
     load_history,
     open_client,
@@ -37,6 +39,20 @@ DEFAULT_SYSTEM = (
     "When you are done, answer briefly: what you found, or what you changed."
 )
 """The system instructions unless ``--system`` replaces them."""
+
+LOCAL_SYSTEM = (
+    "You are a helpful coding assistant working in a project folder. Reply to greetings, "
+    'questions and requests for text directly with a "response". Use a tool only when the '
+    "request needs the folder's files or a command. Paths are relative to the folder; "
+    '"." is the folder itself. When done, give a short "response".'
+)
+"""The system instructions for the embedded local model: short, as small models need."""
+
+
+def system_for(provider: str) -> str:
+    """The default system instructions for `provider`'s model."""
+    return LOCAL_SYSTEM if provider == LOCAL else DEFAULT_SYSTEM
+
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_ABORTED = 0, 1, 2, 3, 130
 
@@ -73,10 +89,14 @@ class Session:
         self.errors.note(f"glassagent: {text}", "red")
 
     @asynccontextmanager
-    async def agent(self, ask: Ask | None) -> AsyncIterator[Agent[None]]:
+    async def agent(
+        self, ask: Ask | None, messages: Sequence[Message] = ()
+    ) -> AsyncIterator[Agent[None]]:
         """The agent over the workspace and the model client; Ctrl-C meanwhile stops all.
 
         With `ask`, the workspace's changes need approval, which `play` asks for with it.
+        `messages` (the first turn's conversation, when known) are checked against
+        ``--max-turn-tokens`` before the model is started.
 
         Raises:
             BadInput: For a workspace, provider, model or key that cannot work.
@@ -91,6 +111,8 @@ class Session:
             )
         except UserError as exc:
             raise BadInput(str(exc)) from exc
+        system = options.system if options.system is not None else system_for(provider)
+        check_first_call(options.max_turn_tokens, system, workspace.tools, messages)
         task = asyncio.current_task()
         assert task is not None
         with self.interrupts.installed(asyncio.get_running_loop()):
@@ -99,7 +121,7 @@ class Session:
                 yield Agent(
                     client,
                     workspace.tools,
-                    system=options.system if options.system is not None else DEFAULT_SYSTEM,
+                    system=system,
                     max_iterations=options.max_iterations,
                     settings=settings_for(provider),
                     budget=budget_for(options.max_cost, options.max_turn_tokens, client),
@@ -113,6 +135,7 @@ class Session:
         result: RunResult | None
         error: GlassAgentError | None = None
         asking: list[asyncio.Task[None]] = []  # one question per call, answered meanwhile
+        ticking = asyncio.create_task(self.tick())
         try:
             async with run:
                 async for event in run:
@@ -126,6 +149,7 @@ class Session:
             reason = "interrupted (KeyboardInterrupt)"
             result, error = run.result, RunAborted(f"The run was aborted: {reason}", reason=reason)
         finally:
+            ticking.cancel()
             self.interrupts.handler = None
             for task in asking:  # the turn has ended: a question still open is moot
                 task.cancel()
@@ -134,6 +158,15 @@ class Session:
         turn = Turn(result, error, time.perf_counter() - started)
         self.view.turn_done(turn)
         return turn
+
+    async def tick(self) -> None:
+        """Redraw the view's status line every second while a model call works quietly."""
+        view = self.view
+        if not isinstance(view, HumanView) or not view.live:
+            return
+        while True:
+            await asyncio.sleep(1.0)
+            view.tick()
 
     async def answer(self, run: AgentRun, call: ToolCall) -> None:
         """Ask about one change the run waits for, and approve or decline it."""
@@ -189,7 +222,8 @@ async def run_once(session: Session) -> int:
     options = session.options
     assert options.prompt is not None
     history = load_history(options.history)
-    async with session.agent(None if options.yes else declining(session.note)) as agent:
+    first = [*history.to_messages(), Message(role="user", content=options.prompt)]
+    async with session.agent(None if options.yes else declining(session.note), first) as agent:
         turn = await session.play(agent, options.prompt, history)
     saved = session.save(history, turn)
     error = turn.error

@@ -7,18 +7,22 @@ Everything here is checked before anything runs or is written: a mistake is a `B
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from glassagent import BaseLLMClient, Budget, ModelSettings, Usage
-from glassagent.errors import ConfigurationError, GlassAgentError
+from glassagent import BaseLLMClient, Budget, Message, ModelSettings, Tool, Usage
+from glassagent.errors import ConfigurationError, GlassAgentError, UserError
 from glassagent.history import AttachmentPolicy, History
 from glassagent.llm import create_llm_client
 from glassagent.profiles import client_cost
+
+if TYPE_CHECKING:
+    from glassagent.local import WarmServer
 
 LOCAL = "local"
 """The provider name of the embedded local model (`glassagent.local`)."""
@@ -120,13 +124,39 @@ def check_local(model: str | None, base_url: str | None) -> None:
 async def _local_client(
     model: str | None, base_url: str | None, note: Note
 ) -> AsyncIterator[BaseLLMClient]:
-    """The embedded local model: its server runs while the session does."""
+    """The embedded local model: the warm server the commands share, or one of its own.
+
+    The warm server (`glassagent.local.WarmServer`) keeps running for
+    ``$GLASSAGENT_LOCAL_KEEP_ALIVE`` seconds (600 unless set) after the command; with ``0``,
+    or where it cannot be used, the command starts its own server and stops it at its end.
+    """
     check_local(model, base_url)
     try:
-        from glassagent.local import DEFAULT_MODEL, LocalServer
+        from glassagent.local import (
+            DEFAULT_MODEL,
+            LocalServer,
+            WarmServerUnavailable,
+            keep_alive_from_env,
+        )
     except ImportError as exc:  # pragma: no cover - glassagent.local imports nothing optional
         raise BadInput(f"the local provider cannot be loaded: {exc}") from exc
+    try:
+        keep_alive = keep_alive_from_env()
+    except UserError as exc:
+        raise BadInput(str(exc)) from exc
     name = Path(model).name if model else f"{DEFAULT_MODEL.name}, fetched once when missing"
+    if keep_alive > 0:
+        try:
+            warm = await _open_warm(model, keep_alive, name, note)
+        except WarmServerUnavailable as exc:
+            note(f"not keeping the local model running between commands: {exc}")
+        else:
+            try:
+                async with warm.client() as client:
+                    yield client
+            finally:
+                warm.close()
+            return
     note(f"starting the embedded local model ({name})")
     server = LocalServer(model, context_size=LOCAL_CONTEXT_SIZE)
     try:
@@ -140,9 +170,61 @@ async def _local_client(
         await server.astop()
 
 
+async def _open_warm(model: str | None, keep_alive: float, name: str, note: Note) -> WarmServer:
+    """The warm local model server, reused or started (saying which), with a lease held.
+
+    Raises:
+        WarmServerUnavailable: It cannot be used here (the caller starts a server of its own).
+        BadInput: The ``local`` extra is missing, or a bad model file.
+    """
+    from glassagent.local import KEEP_ALIVE_ENV, WarmServer
+
+    note(f"opening the embedded local model ({name})")
+    warm = WarmServer(model, context_size=LOCAL_CONTEXT_SIZE, keep_alive=keep_alive)
+    try:
+        await warm.open()
+    except ConfigurationError as exc:
+        raise BadInput(str(exc)) from exc
+    if warm.reused:
+        note(f"reusing the running local model server (pid {warm.pid})")
+    else:
+        minutes = f"{keep_alive / 60:g} min" if keep_alive >= 60 else f"{keep_alive:g} s"
+        note(
+            f"started a local model server (pid {warm.pid}); it keeps running until unused "
+            f"for {minutes} ({KEEP_ALIVE_ENV}=0: stop it with each command)"
+        )
+    return warm
+
+
 def settings_for(provider: str) -> ModelSettings | None:
     """Generation settings the CLI gives a provider (`None`: the provider's own defaults)."""
     return LOCAL_SETTINGS if provider == LOCAL else None
+
+
+def check_first_call(
+    max_tokens: int | None, system: str, tools: Sequence[Tool], messages: Sequence[Message]
+) -> None:
+    """Refuse ``--max-turn-tokens`` that the turn's first prompt alone would pass.
+
+    The prompt is estimated as the agent estimates it (system prompt, tool definitions,
+    conversation), so a turn that could only be stopped before its first call is refused
+    before the model is started or anything is run.
+
+    Raises:
+        BadInput: When the first call's prompt is over `max_tokens`.
+    """
+    if max_tokens is None:
+        return
+    chars = len(system) + sum(len(m.content) for m in messages)
+    for tool in tools:  # about four characters a token, as the agent estimates
+        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    tokens = chars // 4
+    if tokens > max_tokens:
+        raise BadInput(
+            f"--max-turn-tokens {max_tokens} is less than the first model call's prompt alone "
+            f"(about {tokens} tokens of instructions, tool definitions and conversation): "
+            "nothing was run"
+        )
 
 
 def budget_for(

@@ -8,6 +8,7 @@ JSON line instead.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -32,6 +33,8 @@ from glassagent.events import (
 from glassagent.history import HistoryMessage
 from glassagent.profiles import Cost
 
+STATUS_AFTER_SECONDS = 2.0
+"""A model call quiet for this long gets a status line (elapsed time, text so far)."""
 RESULT_LINES = 8
 """Lines of a tool's result shown; the rest is summed up as "(N more lines)"."""
 LINE_CHARS = 160
@@ -46,6 +49,9 @@ class Writer(Protocol):
     def write(self, text: str, style: str | None = None) -> None:
         """Write `text` now (flushed)."""
 
+    def control(self, codes: str) -> None:
+        """Write terminal control codes (moving the cursor, clearing a line) as they are."""
+
 
 class PlainWriter:
     """Text as is: for pipes, files and terminals without rich."""
@@ -57,6 +63,10 @@ class PlainWriter:
         """Write `text` and flush."""
         self.stream.write(text)
         self.stream.flush()
+
+    def control(self, codes: str) -> None:
+        """Write terminal control codes and flush."""
+        self.write(codes)
 
 
 @dataclass(frozen=True)
@@ -138,19 +148,49 @@ def error_line(error: BaseException) -> str:
 class HumanView:
     """Each step as it happens: thinking dimmed, calls, progress, results, the streamed answer."""
 
-    def __init__(self, out: Writer, marks: Marks) -> None:
+    def __init__(self, out: Writer, marks: Marks, *, live: bool = False) -> None:
         self.out = out
         self.marks = marks
+        self.live = live
+        """Whether `tick` may draw a status line (a terminal that can redraw a line)."""
         self._column = 0  # 0: at the start of a line
         self._stream: str | None = None  # "text" or "thinking" while one streams
+        self._call: tuple[float, int] | None = None  # (start, characters) of a model call
+        self._quiet_since = time.monotonic()
+        self._status = False  # a status line is on screen
 
     # ---- building blocks ---------------------------------------------------------------
 
     def _put(self, text: str, style: str | None = None) -> None:
         if text:
+            if self._status:
+                self.out.control("\r\x1b[K")  # the status line gives way
+                self._status = False
             self.out.write(text, style)
+            self._quiet_since = time.monotonic()
             last = text.rfind("\n")
             self._column = len(text) - last - 1 if last >= 0 else self._column + len(text)
+
+    def status_line(self, now: float) -> str | None:
+        """The line to show while a model call works and nothing came for 2 s, else `None`.
+
+        It tells how long the call has worked and how much of its answer streamed so far.
+        """
+        if self._call is None or now - self._quiet_since < STATUS_AFTER_SECONDS:
+            return None
+        started, chars = self._call
+        so_far = f", {chars:,} characters so far" if chars else ", nothing streamed yet"
+        return f"  {self.marks.more} the model is working: {now - started:.0f} s{so_far}"
+
+    def tick(self, now: float | None = None) -> None:
+        """Redraw the status line (on a live terminal) while a model call works quietly."""
+        line = self.status_line(time.monotonic() if now is None else now)
+        if not self.live or line is None:
+            return
+        self.out.control("\n" if self._column else "\r\x1b[K")
+        self._column = 0
+        self.out.write(line, "dim")
+        self._status = True
 
     def _line(self, text: str, style: str | None = None) -> None:
         """`text` on a line of its own."""
@@ -175,6 +215,7 @@ class HumanView:
     def show(self, event: Event) -> None:
         """Show one event of a run."""
         marks = self.marks
+        self._follow(event)
         match event:
             case TextChunkEvent(text=text):
                 self._streamed("text", text, None)
@@ -206,6 +247,15 @@ class HumanView:
                            "yellow")  # fmt: skip
             case _:  # the run's start of tools, sending results, and its end: nothing to add
                 pass
+
+    def _follow(self, event: Event) -> None:
+        """Keep track of the model call in progress, for `status_line`."""
+        if isinstance(event, LLMRequestEvent):
+            self._call = (time.monotonic(), 0)
+        elif isinstance(event, TextChunkEvent | ThinkingChunkEvent) and self._call is not None:
+            self._call = (self._call[0], self._call[1] + len(event.text))
+        elif self._call is not None and not isinstance(event, LLMRetryEvent):
+            self._call = None
 
     def _response(self, event: LLMResponseEvent) -> None:
         self._stream = None

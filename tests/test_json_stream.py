@@ -1,0 +1,69 @@
+"""`ReplyStream`: a JSON-protocol reply's thought and answer, decoded as they stream in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
+from glassagent.llm import LLMResponse, TextDelta, ThinkingDelta
+
+
+def fed(reply: str, size: int) -> ReplyStream:
+    replies = ReplyStream()
+    for start in range(0, len(reply), size):
+        replies.feed(reply[start : start + size])
+    return replies
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_the_thought_and_the_answer_come_out_decoded_whatever_the_pieces(size: int) -> None:
+    reply = json.dumps(
+        {"thought": 'say "hi" \\ back', "response": "Hi!\nLine 2 \u00e9 \U0001f30a \t end"}
+    )
+    replies = fed(reply, size)
+    assert replies.thought == 'say "hi" \\ back'
+    assert replies.text == "Hi!\nLine 2 \u00e9 \U0001f30a \t end"
+
+
+def test_escaped_unicode_and_surrogate_pairs_are_decoded() -> None:
+    reply = json.dumps({"response": "caf\u00e9 \U0001f30a"}, ensure_ascii=True)
+    assert "\\ud83c\\udf0a" in reply
+    assert fed(reply, 1).text == "caf\u00e9 \U0001f30a"
+
+
+def test_a_tool_call_streams_nothing_but_its_thought() -> None:
+    reply = (
+        '{"thought": "list them", "tool_call": {"name": "list_files", '
+        '"input": {"response": "not an answer", "thought": "nor this"}}}'
+    )
+    replies = fed(reply, 4)
+    assert (replies.thought, replies.text) == ("list them", "")
+
+
+def test_keys_and_strings_inside_other_values_and_prose_around_are_not_the_answer() -> None:
+    reply = 'Sure: "response": "no" ```json\n{"note": "\\"response\\": \\"x\\"", "response": "yes"}'
+    assert fed(reply, 5).text == "yes"
+
+
+def test_the_final_deltas_add_only_what_was_not_streamed() -> None:
+    replies = ReplyStream()
+    parts = streamed_deltas(replies, '{"thought": "ok", "response": "Hel')
+    assert parts == [ThinkingDelta("ok"), TextDelta("Hel")]
+    final = LLMResponse("Hello", thinking="ok")
+    assert final_deltas(final, "", replies) == [TextDelta("lo")]
+    # a final text read otherwise (e.g. repaired) adds nothing to what was shown
+    assert final_deltas(LLMResponse("Other", thinking="ok"), "", replies) == []
+    # without a stream, the whole thought and text follow
+    assert final_deltas(final, "", None) == [ThinkingDelta("ok"), TextDelta("Hello")]
+
+
+@given(st.text(), st.text(), st.integers(min_value=1, max_value=9))
+def test_any_thought_and_answer_round_trip(thought: str, answer: str, size: int) -> None:
+    for ascii_only in (True, False):
+        reply = json.dumps({"thought": thought, "response": answer}, ensure_ascii=ascii_only)
+        replies = fed(reply, size)
+        assert (replies.thought, replies.text) == (thought, answer)
