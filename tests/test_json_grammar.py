@@ -316,6 +316,8 @@ async def test_the_grammar_follows_the_tool_choice() -> None:
     schema = named["response_format"]["json_schema"]["schema"]
     assert tool_names(schema) == ["get_weather"]
     assert not valid(schema, call("add", a=1, b=2))
-    assert "response_format" not in none  # "none": a plain request, no tools offered
+    # "none": no tool offered, the reply can only be an answer
+    assert none["response_format"]["json_schema"]["schema"] == reply_schema(TOOLS, "none")
+    assert valid(reply_schema(TOOLS, "none"), ANSWER)
     assert sent(ollama, 0)["format"] == reply_schema(TOOLS, "required")
     assert tool_names(sent(ollama, 1)["format"]) == ["get_weather"]

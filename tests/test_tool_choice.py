@@ -181,17 +181,22 @@ async def test_json_protocol_required_lists_every_tool_and_asks_for_a_call() -> 
 
 
 @respx.mock
-async def test_json_protocol_none_offers_no_tools_and_reads_the_reply_as_plain_text() -> None:
-    route = respx.post(OPENAI_URL).respond(json=COMPLETION)
-    client = openai(tool_protocol="json")
+async def test_json_protocol_none_offers_no_tools_and_asks_for_an_answer() -> None:
+    answer = {"thought": "t", "response": "ok"}
+    reply = {**COMPLETION, "choices": [{**COMPLETION["choices"][0]}]}  # type: ignore[index]
+    reply["choices"][0]["message"] = {"role": "assistant", "content": json.dumps(answer)}
+    route = respx.post(OPENAI_URL).respond(json=reply)
+    client = openai(tool_protocol="json", json_grammar=True)
     response = await client.chat(HI, TOOLS, system="Be brief.", settings=choice("none"))
     body = sent(route)
-    assert body["messages"] == [
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Hi"},
-    ]
-    assert "response_format" not in body
-    assert response.text == "ok"
+    system = body["messages"][0]["content"]
+    assert system.startswith("Be brief.\n\nNo tool can be called now")
+    assert "No tool can be called now" in system
+    assert "- add:" not in system
+    # the reply can only be an answer, read as every protocol reply is
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["thought", "response"]
+    assert (response.text, response.thinking, response.tool_calls) == ("ok", "t", ())
     assert response.protocol_error is None
 
 
@@ -309,8 +314,9 @@ async def test_ollama_honours_every_choice_with_the_json_protocol() -> None:
     assert "- add:" not in system_of(body)
     assert "must call the tool sub" in system_of(body)
     response = await ollama("json").chat(HI, TOOLS, settings=choice("none"))
-    assert "format" not in sent(route)
-    assert response.text == "ok"
+    assert sent(route)["format"]["required"] == ["thought", "response"]
+    assert "No tool can be called now" in system_of(sent(route))
+    assert response.text == "ok"  # a reply that is not protocol JSON is the answer as it is
 
 
 # ---- agent runs ------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class Agent(Generic[DepsT, OutputT]):
         "requires_approval",
         "run_timeout",
         "settings",
+        "stop_repeats",
         "system",
         "tool_timeout",
     )
@@ -94,6 +95,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: type[OutputT] | None = None,
         output_retries: int = 2,
         output_mode: OutputMode | None = None,
+        stop_repeats: bool = False,
     ) -> None:
         """Create an agent.
 
@@ -139,6 +141,11 @@ class Agent(Generic[DepsT, OutputT]):
                 constrained mode), ``"tool"`` (a final-answer tool) or ``"prompted"`` (the
                 schema in the system prompt); `None`: the client's choice
                 (`BaseLLMClient.output_mode`).
+            stop_repeats: When the model asks again for exactly the calls of its previous
+                answer (same tools, same arguments), run them, then make the next model call
+                offer no tools (``tool_choice="none"``), so the model answers from the
+                results it has instead of looping until `max_iterations`. Small models need
+                it; tools that are polled on purpose do not want it.
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit, a budget that
@@ -184,6 +191,8 @@ class Agent(Generic[DepsT, OutputT]):
         """The hook recordings, views and exports pass event dicts through (`None`: none)."""
         self.on_event: OnEvent | None = on_event
         """The hook given each event of every run as it is emitted (`None`: none)."""
+        self.stop_repeats: bool = stop_repeats
+        """Whether a repeated round of calls makes the next model call answer."""
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         check_tool_choice(self.settings.tool_choice, list(by_name))
@@ -347,6 +356,7 @@ class Agent(Generic[DepsT, OutputT]):
             redact=self.redact,
             on_event=self.on_event,
             output=self._output,
+            stop_repeats=self.stop_repeats,
         )
 
     def run_sync(

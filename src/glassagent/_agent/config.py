@@ -54,6 +54,8 @@ class RunConfig:
     """The hook given each event of the run as it is emitted (`None`: none)."""
     output: OutputSpec | None = None
     """The structured output the run must end with (`None`: plain text)."""
+    stop_repeats: bool = False
+    """Make the model answer after it repeated its previous round of calls."""
 
 
 def append_turn(config: RunConfig, result: RunResult[Any]) -> None:

@@ -78,16 +78,32 @@ def malformed_call(response: LLMResponse) -> str | None:
     return None
 
 
-def call_settings(settings: ModelSettings, acted: bool) -> ModelSettings:
+def call_settings(settings: ModelSettings, acted: bool, answer: bool = False) -> ModelSettings:
     """The settings of the next model call of a run.
 
     A tool choice that forces a call (``"required"`` or a tool's name) holds until tools have
     run in this run; after that it is ``"auto"``, so the model can answer with their results
-    instead of being made to call tools until `max_iterations`.
+    instead of being made to call tools until `max_iterations`. With `answer` (the model
+    repeated its calls, see `repeats_last_round`) the call offers no tools at all.
     """
+    if answer:
+        return replace(settings, tool_choice="none")
     if acted and settings.tool_choice not in (None, *UNFORCED):
         return replace(settings, tool_choice="auto")
     return settings
+
+
+def repeats_last_round(messages: Sequence[Message], calls: tuple[ToolCall, ...]) -> bool:
+    """Whether `calls` ask for exactly what the previous assistant message with calls asked.
+
+    `messages` end with the answer that holds `calls`; the same tools with the same
+    arguments, in the same order, count as a repeat.
+    """
+    asked = [(c.name, c.input) for c in calls]
+    for message in reversed(messages[:-1]):
+        if message.role == "assistant" and message.tool_calls:
+            return [(c.name, c.input) for c in message.tool_calls] == asked
+    return False
 
 
 def unreadable_reply(error: ToolCallFormatError, text: str, thinking: str) -> LLMResponse:

@@ -66,13 +66,13 @@ class JsonToolsClient(BaseLLMClient):
         wrapped client gets none.
         """
         encoded = json_protocol.encode_history(messages)
-        offered = json_protocol.offered_tools(tools, settings)
-        if offered:
+        offered = json_protocol.protocol_tools(tools, settings)
+        if offered is not None:
             choice = settings.tool_choice if settings is not None else None
             system = json_protocol.system_prompt(system, offered, choice)
         if settings is not None and settings.tool_choice is not None:
             settings = replace(settings, tool_choice=None)
-        return encoded, system, settings, bool(offered)
+        return encoded, system, settings, offered is not None
 
     async def chat(
         self,

@@ -103,6 +103,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
         self._unreadable = False  # a reply could not be read (see `decide.sendable`)
+        self._answer_next = False  # the model repeated its calls: the next call must answer
         self._abort_reason: str | None = None
         self._result: RunResult[OutputT] | None = None
         self._plan: output.Plan | None = None  # how a structured answer is asked for
@@ -411,8 +412,14 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
                     )
                     self._end(step.text, "end_turn", output=step.output)
                     return
-                if step is not None and not await self._act(step.calls):
-                    return
+                if step is not None:
+                    self._answer_next = (
+                        self._plan is None
+                        and self._config.stop_repeats
+                        and decide.repeats_last_round(self._conversation, step.calls)
+                    )
+                    if not await self._act(step.calls):
+                        return
             if not decide.may_think_again(iteration, self._config.max_iterations):
                 limit = self._config.max_iterations
                 raise MaxIterationsExceeded(
@@ -453,7 +460,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         if self._unreadable:
             messages = decide.sendable(messages)
         client = self._config.client
-        settings = decide.call_settings(self._config.settings, self._acted)
+        settings = decide.call_settings(self._config.settings, self._acted, self._answer_next)
         protocol = await tool_protocol(client, self._config.definitions, self._config.settings)
         self._emit(
             LLMRequestEvent,

@@ -59,6 +59,26 @@ class SlowCallHint:
         )
 
 
+def local_client(
+    base_url: str, model: str, api_key: str, hint: SlowCallHint, options: dict[str, Any]
+) -> LocalServerClient:
+    """The client of an embedded server, with the defaults `LocalServer.client` documents.
+
+    The default model gets the JSON tool protocol with its grammar: measured on the coding
+    agent's prompts, it is the protocol whose replies always parse and whose answers stream
+    (llama.cpp's native tool calls hold back all text until the reply is complete and
+    refuse the small model's plain answers).
+    """
+    from glassagent._local.model import DEFAULT_MODEL
+
+    model = options.pop("model", None) or model
+    options.setdefault("api_key", api_key)
+    options.setdefault("json_grammar", True)
+    if model == DEFAULT_MODEL.name:
+        options.setdefault("tool_protocol", "json")
+    return LocalServerClient(model, base_url=base_url, hint=hint, **options)
+
+
 class LocalServerClient(OpenAICompatibleClient):
     """The `OpenAICompatibleClient` that `LocalServer.client` returns.
 

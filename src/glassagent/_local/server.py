@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from glassagent._core.errors import ConfigurationError, UserError
-from glassagent._local.client import LocalServerClient, SlowCallHint
+from glassagent._local.client import LocalServerClient, SlowCallHint, local_client
 from glassagent._local.errors import LocalServerError
 from glassagent._local.fetch import ensure_default_model
 from glassagent._local.model import DEFAULT_MODEL, check_model_file
@@ -182,15 +182,15 @@ class LocalServer:
 
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`, e.g.
-                ``tool_protocol="json"``; ``model`` defaults to `model_name`, ``api_key``
-                to the server's `api_key` (``OPENAI_API_KEY`` is never sent) and
+                ``tool_protocol="native"``; ``model`` defaults to `model_name`, ``api_key``
+                to the server's `api_key` (``OPENAI_API_KEY`` is never sent),
                 ``json_grammar`` to `True` (llama.cpp constrains JSON-protocol replies to
-                the protocol's schema).
+                the protocol's schema) and, for the default model, ``tool_protocol`` to
+                ``"json"``: on the coding agent's prompts it was the only protocol whose
+                plain answers came in one call and streamed (see "Choosing the tool
+                protocol" in the local-model guide).
         """
-        model = options.pop("model", None) or self.model_name
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("json_grammar", True)
-        return LocalServerClient(model, base_url=self.base_url, hint=self._hint, **options)
+        return local_client(self.base_url, self.model_name, self.api_key, self._hint, options)
 
     # -- start and stop ------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import UserError
-from glassagent._local.client import LocalServerClient, SlowCallHint
+from glassagent._local.client import LocalServerClient, SlowCallHint, local_client
 from glassagent._local.errors import LocalServerError
 from glassagent._local.rundir import (
     LEASE,
@@ -245,10 +245,7 @@ class WarmServer:
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`.
         """
-        model = options.pop("model", None) or self.model_name
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("json_grammar", True)
-        return LocalServerClient(model, base_url=self.base_url, hint=self._hint, **options)
+        return local_client(self.base_url, self.model_name, self.api_key, self._hint, options)
 
     # -- enter and leave -----------------------------------------------------------------
 

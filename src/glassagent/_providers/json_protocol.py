@@ -49,6 +49,11 @@ never repeat a tool call you already made.
 
 Tools:"""
 
+_ANSWER_ONLY = """\
+No tool can be called now: answer the user from what you have.
+Reply with exactly one JSON object and nothing else: no prose, no code fence:
+{"thought": "<your reasoning>", "response": "<your answer>"}"""
+
 _MUST_CALL = 'This reply must call {what}: reply with a "tool_call" object, not a "response".'
 
 _UNQUOTED_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_\-]*)\s*:")
@@ -75,14 +80,30 @@ def offered_tools(
     return tool_choice.offered(tool_choice.resolve(settings, tools), tools)
 
 
+def protocol_tools(
+    tools: Sequence[ToolDefinition], settings: ModelSettings | None
+) -> tuple[ToolDefinition, ...] | None:
+    """The tools a JSON-protocol request lists, or `None` when the request needs no protocol.
+
+    A request with tools uses the protocol also under ``tool_choice="none"``: it lists no
+    tools then, and the reply is a ``response`` object, read like every other reply (the
+    conversation's earlier rounds are in the protocol's form, and so is the answer).
+    """
+    return offered_tools(tools, settings) if tools else None
+
+
 def system_prompt(
     system: str | None, tools: Sequence[ToolDefinition], choice: str | None = None
 ) -> str:
     """The system prompt of a JSON-protocol request: `system`, then the protocol and tools.
 
     `choice` (``ModelSettings.tool_choice``) ``"required"`` or a tool's name adds that this
-    reply must be a tool call; list the tools `offered_tools` gives.
+    reply must be a tool call; list the tools `offered_tools` gives. Without tools (under
+    ``"none"``) the reply must be an answer.
     """
+    if not tools:
+        protocol = _ANSWER_ONLY
+        return f"{system}\n\n{protocol}" if system else protocol
     lines = [_INSTRUCTIONS]
     for tool in tools:
         schema = json.dumps(tool.parameters, separators=(",", ":"))

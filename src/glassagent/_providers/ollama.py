@@ -216,8 +216,8 @@ class OllamaClient(BaseLLMClient):
     ) -> tuple[dict[str, Any], bool]:
         """The request body, and whether the JSON tool protocol is used for it."""
         messages = await self._attachments.prepare(messages)
-        offered = json_protocol.offered_tools(tools, settings)
-        json_mode = bool(offered) and await self._resolve(limits) == "json"
+        offered = json_protocol.protocol_tools(tools, settings)
+        json_mode = offered is not None and await self._resolve(limits) == "json"
         body = wire.request_body(
             self.model,
             messages,

@@ -96,7 +96,7 @@ def request_body(
     if encode_history or json_mode:
         messages = json_protocol.encode_history(messages)
     choice = settings.tool_choice if settings is not None else None
-    offered = json_protocol.offered_tools(tools, settings) if json_mode else ()
+    offered = (json_protocol.protocol_tools(tools, settings) or ()) if json_mode else ()
     if json_mode:
         system = json_protocol.system_prompt(system, offered, choice)
     wire = [{"role": "system", "content": system}] if system else []

@@ -187,7 +187,10 @@ class OpenAICompatibleClient(BaseLLMClient):
 
     def _json_mode(self, tools: Sequence[ToolDefinition], settings: ModelSettings | None) -> bool:
         """Whether the reply is read by the JSON tool protocol (it offers tools)."""
-        return self.tool_protocol == "json" and bool(json_protocol.offered_tools(tools, settings))
+        return (
+            self.tool_protocol == "json"
+            and json_protocol.protocol_tools(tools, settings) is not None
+        )
 
     def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
         """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.

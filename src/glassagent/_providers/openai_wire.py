@@ -253,8 +253,8 @@ def request_body(
     """
     body: dict[str, Any] = {"model": model}
     if json_tools:
-        offered = json_protocol.offered_tools(tools, settings)
-        if offered:
+        offered = json_protocol.protocol_tools(tools, settings)
+        if offered is not None:
             choice = settings.tool_choice if settings is not None else None
             system = json_protocol.system_prompt(system, offered, choice)
             body["response_format"] = _reply_format(offered, choice, json_grammar)

@@ -125,6 +125,7 @@ class Session:
                     max_iterations=options.max_iterations,
                     settings=settings_for(provider),
                     budget=budget_for(options.max_cost, options.max_turn_tokens, client),
+                    stop_repeats=True,  # a model that repeats its calls answers instead
                 )
 
     async def play(self, agent: Agent[None], prompt: str, history: History) -> Turn:
