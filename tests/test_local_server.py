@@ -356,3 +356,20 @@ async def test_a_local_client_records_the_wire_without_the_servers_key(tmp_path:
     recorded = json.dumps([e.to_dict() for e in result.events])
     assert key not in recorded
     assert "Authorization" not in recorded
+
+
+def test_a_servers_clients_know_its_context_window_and_protocol() -> None:
+    from glassagent._local.client import SlowCallHint, local_client
+    from glassagent.local import DEFAULT_MODEL
+
+    hint = SlowCallHint(1)
+    client = local_client("http://127.0.0.1:9/v1", DEFAULT_MODEL.name, "k", hint, {}, 8192)
+    profile = client.profile
+    assert profile is not None
+    assert profile.capabilities.context_length == 8192  # the server's, not the shipped 4,096
+    assert profile.pricing is not None
+    assert profile.pricing.input_per_1m_tokens == 0
+    assert (client.tool_protocol, client.json_grammar) == ("json", True)
+    other = local_client("http://127.0.0.1:9/v1", "my-model", "k", hint, {}, 2048)
+    assert other.tool_protocol == "native"  # another GGUF keeps llama.cpp's own tool calls
+    assert other.profile is None

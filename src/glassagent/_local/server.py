@@ -153,6 +153,15 @@ class LocalServer:
         return self._alias
 
     @property
+    def context_size(self) -> int:
+        """The context window the server is started with, in tokens.
+
+        Its clients' profile (`LocalServerClient.profile`) says so, so the agent's
+        context check uses the window the server really has.
+        """
+        return self._context_size
+
+    @property
     def threads(self) -> int:
         """The number of CPU threads the server generates with."""
         return self._threads
@@ -190,7 +199,9 @@ class LocalServer:
                 plain answers came in one call and streamed (see "Choosing the tool
                 protocol" in the local-model guide).
         """
-        return local_client(self.base_url, self.model_name, self.api_key, self._hint, options)
+        return local_client(
+            self.base_url, self.model_name, self.api_key, self._hint, options, self._context_size
+        )
 
     # -- start and stop ------------------------------------------------------------------
 

@@ -245,7 +245,8 @@ class WarmServer:
         Args:
             **options: Further keyword arguments for `OpenAICompatibleClient`.
         """
-        return local_client(self.base_url, self.model_name, self.api_key, self._hint, options)
+        size = self._planner.context_size
+        return local_client(self.base_url, self.model_name, self.api_key, self._hint, options, size)
 
     # -- enter and leave -----------------------------------------------------------------
 
