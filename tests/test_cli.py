@@ -235,7 +235,8 @@ def test_a_closed_pipe_ends_the_run_quietly(project: Path) -> None:
     slow = say("word " * 40, pieces=40, delay=0.05)
     with ScriptedModel(slow) as model:
         process = subprocess.Popen(
-            [sys.executable, "-m", "glassagent", "run", *model.args(), "--json", "Hi"],
+            [sys.executable, "-m", "glassagent", "run", *model.args(), "--json",
+             "--workspace", str(project), "Hi"],
             cwd=project, env=cli_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
@@ -255,7 +256,8 @@ def test_ctrl_c_aborts_the_run_with_exit_130(project: Path) -> None:
     slow = say("word " * 40, pieces=40, delay=0.1)
     with ScriptedModel(slow) as model:
         process = subprocess.Popen(
-            [sys.executable, "-m", "glassagent", "run", *model.args(), "--json", "Hi"],
+            [sys.executable, "-m", "glassagent", "run", *model.args(), "--json",
+             "--workspace", str(project), "Hi"],
             cwd=project, env=cli_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -286,3 +288,10 @@ def test_python_dash_m_and_the_console_scripts(tmp_path: Path) -> None:
         deps = " ".join(pyproject["project"]["optional-dependencies"][extra])
         assert "rich" in deps
         assert "python-dotenv" in deps
+
+
+def test_without_workspace_the_command_says_which_folder_it_works_in(project: Path) -> None:
+    with ScriptedModel(say("Hello.")) as model:
+        done = run_cli("run", *model.args(), "Hi", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"working in {project} (the current folder; --workspace for another)" in done.stderr

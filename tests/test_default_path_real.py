@@ -102,14 +102,19 @@ def test_the_saved_history_holds_what_the_user_typed(env: dict[str, str], tmp_pa
 
 
 def readme_runs() -> list[list[str]]:
-    """The ``glassagent run`` commands of README.md's "The coding agent" section."""
+    """The ``glassagent run`` commands of README.md's "The coding agent" section.
+
+    Those for the embedded model: a command naming another ``--provider`` is for a stronger
+    model, and says so.
+    """
     text = (ROOT / "README.md").read_text("utf-8")
     section = text.split("## The coding agent", 1)[1].split("\n## ", 1)[0]
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", section, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
-            if words[:1] == [".venv/bin/glassagent"] and words[1:2] == ["run"]:
+            embedded = "--provider" not in words or "local" in words
+            if words[:2] == [".venv/bin/glassagent", "run"] and embedded:
                 commands.append(words[2:])
     return commands
 

@@ -118,6 +118,8 @@ class Session:
         with self.interrupts.installed(asyncio.get_running_loop()):
             self.interrupts.handler = task.cancel
             async with open_client(provider, options.model, options.base_url, self.note) as client:
+                if options.workspace == Path("."):  # say which folder the agent may change
+                    self.note(f"working in {root} (the current folder; --workspace for another)")
                 yield Agent(
                     client,
                     workspace.tools,
