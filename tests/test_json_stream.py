@@ -67,3 +67,20 @@ def test_any_thought_and_answer_round_trip(thought: str, answer: str, size: int)
         reply = json.dumps({"thought": thought, "response": answer}, ensure_ascii=ascii_only)
         replies = fed(reply, size)
         assert (replies.thought, replies.text) == (thought, answer)
+
+
+def test_a_reply_cut_short_keeps_the_start_of_its_answer() -> None:
+    from glassagent._providers.json_protocol import read_response
+
+    cut = LLMResponse(
+        '{"thought": "a poem", "response": "The sea is wide,\\nthe sea is', stop_reason="max_tokens"
+    )
+    read = read_response(cut)
+    assert read.text == "The sea is wide,\nthe sea is"
+    assert read.thinking == "a poem"
+    assert read.protocol_error is not None
+    assert "unfinished response became the final text" in read.protocol_error
+    # what streamed is what the answer says: nothing is added at the end
+    replies = ReplyStream()
+    replies.feed(cut.text)
+    assert final_deltas(read, "", replies) == []

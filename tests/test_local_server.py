@@ -373,3 +373,14 @@ def test_a_servers_clients_know_its_context_window_and_protocol() -> None:
     other = local_client("http://127.0.0.1:9/v1", "my-model", "k", hint, {}, 2048)
     assert other.tool_protocol == "native"  # another GGUF keeps llama.cpp's own tool calls
     assert other.profile is None
+
+
+def test_a_call_to_the_embedded_server_always_has_a_deadline() -> None:
+    from glassagent._local.client import LOCAL_CALL_SECONDS, bounded
+    from glassagent.llm import ModelSettings
+
+    assert bounded(None).timeout == LOCAL_CALL_SECONDS
+    assert bounded(ModelSettings(temperature=0)) == ModelSettings(
+        temperature=0, timeout=LOCAL_CALL_SECONDS
+    )
+    assert bounded(ModelSettings(timeout=5)).timeout == 5  # the caller's own wins

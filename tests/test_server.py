@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from glassagent import BaseLLMClient, LLMResponse, Message, ModelSettings, ToolCall, tool
-from glassagent.errors import MaxIterationsExceeded, ProviderUnavailableError
+from glassagent.errors import MaxIterationsExceeded, ProviderUnavailableError, ToolCallFormatError
 from glassagent.history import History, HistoryStore
 from glassagent.llm import StreamPart, TextDelta
 from glassagent.server import (
@@ -570,6 +570,45 @@ async def test_a_client_that_disconnects_aborts_the_run_and_the_partial_turn_is_
     if stream:
         sent = b"".join(m.get("body", b"") for m in peer.sent if m["type"] == "http.response.body")
         assert b'"type":"text_chunk"' in sent
+
+
+class StumblingHalfAnswer(HalfAnswer):
+    """Twice a reply the server cannot read, then the start of an answer, then nothing."""
+
+    def __init__(self, said: Callable[[], None]) -> None:
+        super().__init__(said)
+        self.calls = 0
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[StreamPart]:
+        self.calls += 1
+        if self.calls <= 2:
+            yield TextDelta(f"<tool_call>broken {self.calls}")
+            raise ToolCallFormatError("the server could not read the reply", status=500)
+        async for part in super().stream(*args, **kwargs):
+            yield part
+
+
+async def test_a_client_that_leaves_mid_turn_stores_only_the_truth(tmp_path: Path) -> None:
+    body = {"message": "talk", "chat_id": "d", "append_to_history": True, "stream": True}
+    peer = Disconnecting(body)
+    app = create_app(model=StumblingHalfAnswer(peer.gone.set), store=tmp_path, tools=[add])
+    await asyncio.wait_for(app(peer.scope, peer.receive, peer.send), 10)
+    thread = stored(tmp_path, "d").thread()
+    typed = [m.content for m in thread if m.role == "user" and not m.protocol]
+    assert typed == ["talk"]  # the protocol's corrections are not the user's words
+    assert [(m.role, m.status, m.protocol) for m in thread] == [
+        ("user", "completed", False),
+        ("assistant", "unreadable", False),
+        ("user", "completed", True),
+        ("assistant", "unreadable", False),
+        ("user", "completed", True),
+        ("assistant", "aborted", False),
+    ]
+    assert [m.content for m in thread if m.status == "unreadable"] == [
+        "<tool_call>broken 1",
+        "<tool_call>broken 2",
+    ]
+    assert thread[-1].content == "The first half"
 
 
 # ---- the plain function ----------------------------------------------------------------

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from glassagent._core.messages import (
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from glassagent._profiles.model import ModelProfile
 
 logger = logging.getLogger("glassagent.local")
+
+LOCAL_CALL_SECONDS = 300.0
+"""The deadline of a call to the embedded server that sets no `ModelSettings.timeout`:
+with `max_tokens` bounding the answer too, no call waits forever."""
 
 SLOW_CALL_SECONDS = 10.0
 """A call to the local server that takes longer than this prints the slow-call hint."""
@@ -89,15 +94,26 @@ def local_client(
     return client
 
 
+def bounded(settings: ModelSettings | None) -> ModelSettings:
+    """`settings` with a deadline: `LOCAL_CALL_SECONDS` unless they give one."""
+    if settings is None:
+        return ModelSettings(timeout=LOCAL_CALL_SECONDS)
+    return (
+        settings if settings.timeout is not None else replace(settings, timeout=LOCAL_CALL_SECONDS)
+    )
+
+
 class LocalServerClient(OpenAICompatibleClient):
     """The `OpenAICompatibleClient` that `LocalServer.client` returns.
 
-    It carries the server's API key and behaves like any `OpenAICompatibleClient`, with two
-    differences. The first call that takes longer than 10 seconds logs a hint on the
-    ``glassagent.local`` logger (printed to standard error unless you configure logging) on
-    how to make calls faster. And a `ModelSettings.tool_choice` naming one tool is sent as
+    It carries the server's API key and behaves like any `OpenAICompatibleClient`, with these
+    differences. A call without a `ModelSettings.timeout` ends after 300 seconds
+    (`LOCAL_CALL_SECONDS`). The first call that takes longer than 10 seconds logs a hint on
+    the ``glassagent.local`` logger (printed to standard error unless you configure logging)
+    on how to make calls faster. A `ModelSettings.tool_choice` naming one tool is sent as
     that tool alone with ``tool_choice="required"``: llama.cpp's server reads ``tool_choice``
-    as a string only and would quietly treat OpenAI's named form as ``"auto"``.
+    as a string only and would quietly treat OpenAI's named form as ``"auto"``. And its
+    profile's ``context_length`` is the server's `context_size`.
 
     Args:
         model: The model name.
@@ -142,7 +158,7 @@ class LocalServerClient(OpenAICompatibleClient):
             settings: Temperature, max tokens, stop sequences and timeout.
         """
         started = time.monotonic()
-        response = await super().chat(messages, tools, system, settings=settings)
+        response = await super().chat(messages, tools, system, settings=bounded(settings))
         self._hint.check(response, time.monotonic() - started)
         return response
 
@@ -168,7 +184,7 @@ class LocalServerClient(OpenAICompatibleClient):
         started = time.monotonic()
         parts = cast(
             "AsyncGenerator[StreamPart, None]",
-            super().stream(messages, tools, system, settings=settings),
+            super().stream(messages, tools, system, settings=bounded(settings)),
         )
         async with contextlib.aclosing(parts):  # closing us closes the HTTP response at once
             async for part in parts:

@@ -36,6 +36,7 @@ from glassagent._core.messages import (
 )
 from glassagent._providers import shapes
 from glassagent._providers.builder import new_call_id
+from glassagent._providers.json_stream import ReplyStream
 
 _INSTRUCTIONS = """\
 You can use tools. Reply with exactly one JSON object and nothing else: no prose, no code fence.
@@ -389,13 +390,21 @@ def read_response(response: LLMResponse) -> LLMResponse:
     that cannot be read stays the final text and `LLMResponse.protocol_error` says why.
     """
     reply = parse_reply(response.text)
-    thinking = "\n".join(t for t in (response.thinking, reply.thinking) if t) or None
     error = None
     if reply.error:
         error = (
             f"The reply did not follow the JSON tool protocol ({reply.error}); "
             "it became the final text."
         )
+        cut = ReplyStream()  # a reply cut short (max_tokens) still holds its answer's start
+        cut.feed(response.text)
+        if cut.text:
+            reply = replace(reply, text=cut.text, thinking=cut.thought or None)
+            error = (
+                f"The reply did not follow the JSON tool protocol ({reply.error}); its "
+                "unfinished response became the final text."
+            )
+    thinking = "\n".join(t for t in (response.thinking, reply.thinking) if t) or None
     stop = "end_turn" if response.stop_reason == "tool_use" else response.stop_reason
     return replace(  # a response with tool calls always stops for tool use
         response,
