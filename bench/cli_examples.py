@@ -16,49 +16,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from example_checks import CHECKS, Check
+
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
-Check = Callable[[Path, str, list[str]], bool]
-
-
-def _lists(root: Path, text: str, calls: list[str]) -> bool:
-    return "hello.py" in text and "README.md" in text
-
-
-def _poem(root: Path, text: str, calls: list[str]) -> bool:
-    return not calls and len(text.split()) >= 8
-
-
-def _greets(root: Path, text: str, calls: list[str]) -> bool:
-    return not calls and bool(text.strip())
-
-
-def _goodbye(root: Path, text: str, calls: list[str]) -> bool:
-    script = root / "goodbye.py"
-    if not script.is_file() or "execute_command" not in calls:
-        return False
-    ran = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
-    )
-    return ran.stdout.strip() == "Goodbye!"
-
-
-def _notes(root: Path, text: str, calls: list[str]) -> bool:
-    notes = root / "notes.txt"
-    return notes.is_file() and "milk" in notes.read_text().lower()
-
-
-EXAMPLES: list[tuple[list[str], Check]] = [
-    (["List the files."], _lists),
-    (["Write a short poem about the sea. Do not use tools."], _poem),
-    (["hi"], _greets),
-    (["--yes", "Create notes.txt that says: Remember the milk."], _notes),
-    (
-        ["--allow-commands", "--yes", "Write goodbye.py that prints Goodbye! and run it."],
-        _goodbye,
-    ),
+EXAMPLES: list[list[str]] = [
+    ["List the files."],
+    ["Write a short poem about the sea. Do not use tools."],
+    ["hi"],
+    ["--yes", "Create notes.txt that says: Remember the milk."],
+    ["--allow-commands", "--yes", "Write goodbye.py that prints Goodbye! and run it."],
 ]
 
 
@@ -86,8 +54,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     rows = []
-    for example, check in EXAMPLES:
-        outcomes = [once(example, check) for _ in range(args.repeat)]
+    for example in EXAMPLES:
+        outcomes = [once(example, CHECKS[example[-1]]) for _ in range(args.repeat)]
         right = sum(1 for ok, _, _ in outcomes if ok)
         seconds = sorted(s for _, s, _ in outcomes)
         median = seconds[len(seconds) // 2]

@@ -19,10 +19,11 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from example_checks import CHECKS, Check
 
 from glassagent import Agent, ModelSettings
 from glassagent.cli._session import LOCAL_SYSTEM
@@ -32,28 +33,14 @@ from glassagent.workspace import Workspace
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
 
 
-def _poem(root: Path, text: str, calls: list[str]) -> bool:
-    return not calls and len(text.split()) >= 8
-
-
-def _hi(root: Path, text: str, calls: list[str]) -> bool:
-    return not calls and bool(text.strip())
-
-
-def _goodbye(root: Path, text: str, calls: list[str]) -> bool:
-    path = root / "goodbye.py"
-    return path.is_file() and "print(" in path.read_text() and "execute_command" in calls
-
-
-def _files(root: Path, text: str, calls: list[str]) -> bool:
-    return "hello.py" in text
-
-
-PROMPTS: list[tuple[str, Callable[[Path, str, list[str]], bool]]] = [
-    ("Write a short poem about the sea. Do not use tools.", _poem),
-    ("hi", _hi),
-    ("Write goodbye.py that prints Goodbye! and run it.", _goodbye),
-    ("Which files are in this project?", _files),
+PROMPTS: list[tuple[str, Check]] = [
+    (prompt, CHECKS[prompt])
+    for prompt in (
+        "Write a short poem about the sea. Do not use tools.",
+        "hi",
+        "Write goodbye.py that prints Goodbye! and run it.",
+        "Which files are in this project?",
+    )
 ]
 
 PROTOCOLS: dict[str, dict[str, Any]] = {

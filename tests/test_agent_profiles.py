@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from glassagent import Agent, LLMResponse, Message, ToolCall, Usage, tool
+from glassagent import Agent, LLMResponse, Message, ModelSettings, ToolCall, Usage, tool
 from glassagent.errors import AttachmentError, ContextLengthError, UserError
 from glassagent.events import parse_event
 from glassagent.llm import Attachment, ToolDefinition
@@ -302,3 +302,37 @@ def test_the_request_size_counts_new_messages_and_sees_a_rewritten_history() -> 
     rewritten = [Message(role="user", content="a much longer first message"), *history[1:]]
     assert size.chars(rewritten, (), None) == request_chars(rewritten, (), None)
     assert size.chars(history[:2], tools, None) == request_chars(history[:2], tools, None)
+
+
+# -- the profile's max_tokens as every call's default ------------------------------------------
+
+
+def settings_sent(client: ScriptedClient) -> list[Any]:
+    return [request.settings.max_tokens for request in client.requests]
+
+
+async def test_a_call_without_max_tokens_gets_the_profiles_and_it_fits_the_window(
+    profiles: Path,
+) -> None:
+    data = profile_data("acme-small", context_length=1000)
+    data["capabilities"]["max_completion_tokens"] = 600
+    write(profiles, data)
+    client = ScriptedClient(["short", "long", "mine"], model="acme-small")
+    agent = Agent(client)
+    await agent.run("hi")  # a prompt of about 1 token: the answer may have all 600
+    await agent.run("x" * 2000)  # about 500 tokens of prompt leave about 500 for the answer
+    first, second = settings_sent(client)
+    assert first == 600
+    assert 480 <= second <= 510
+    await agent.run("x" * 2000, settings=ModelSettings(max_tokens=700))  # the caller's wins
+    assert settings_sent(client)[-1] == 700
+
+
+async def test_no_max_tokens_default_for_a_model_that_does_not_take_it(profiles: Path) -> None:
+    data = profile_data("acme-reasoner")
+    data["capabilities"]["max_completion_tokens"] = 600
+    data["capabilities"]["supported_parameters"] = ["temperature"]
+    write(profiles, data)
+    client = ScriptedClient(["ok"], model="acme-reasoner")
+    await Agent(client).run("hi")
+    assert settings_sent(client) == [None]

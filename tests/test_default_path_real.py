@@ -16,10 +16,9 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,8 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_project"
+sys.path.insert(0, str(ROOT / "bench"))
+from example_checks import CHECKS  # noqa: E402 - what each example prompt promises
 
 
 @pytest.fixture(scope="module")
@@ -119,38 +120,12 @@ def readme_runs() -> list[list[str]]:
     return commands
 
 
-def _lists(root: Path, text: str, calls: list[str]) -> bool:
-    return "hello.py" in text and "README.md" in text
-
-
-def _poem(root: Path, text: str, calls: list[str]) -> bool:
-    return not calls and len(text.split()) >= 8
-
-
-def _goodbye(root: Path, text: str, calls: list[str]) -> bool:
-    script = root / "goodbye.py"
-    if not script.is_file() or "execute_command" not in calls:
-        return False
-    ran = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
-    )
-    return ran.stdout.strip() == "Goodbye!"
-
-
-README_CHECKS: dict[str, Callable[[Path, str, list[str]], bool]] = {
-    "List the files.": _lists,
-    "Write a short poem about the sea. Do not use tools.": _poem,
-    "Write goodbye.py that prints Goodbye! and run it.": _goodbye,
-}
-"""What each README command promises; a command without a check here fails the test."""
-
-
 def test_the_readme_has_coding_agent_commands_with_a_workspace() -> None:
     commands = readme_runs()
     assert commands
     for args in commands:
         assert "--workspace" in args, args
-        assert args[-1] in README_CHECKS, f"no check for the README's command {args}"
+        assert args[-1] in CHECKS, f"no check for the README's command {args}"
 
 
 @pytest.mark.parametrize("args", readme_runs(), ids=lambda args: args[-1])
@@ -162,4 +137,4 @@ def test_a_readme_command_does_what_it_says(
     calls = [e["function_name"] for e in stream if e["type"] == "function_call_start"]
     last = stream[-1]
     assert last["type"] == "complete", last
-    assert README_CHECKS[args[-1]](folder, last["text"], calls), (last["text"], calls)
+    assert CHECKS[args[-1]](folder, last["text"], calls), (last["text"], calls)

@@ -198,3 +198,27 @@ def test_a_protocol_flag_that_is_not_a_boolean_is_refused(tmp_path: Path) -> Non
     path.write_text(text, "utf-8")
     with pytest.raises(ValueError, match="protocol: must be a boolean"):
         History.load(path)
+
+
+async def test_a_next_turn_on_the_results_messages_does_not_resend_the_protocols_traffic() -> None:
+    first = await Agent(StumblingClient(), [add]).run("What is 1 plus one?")
+    assert [m.status for m in first.all_messages].count("unreadable") == 1
+    later = StumblingClient()
+    later.sent.append([])  # past its stumble: it calls `add`, then answers
+    later.sent.append([])
+    second = await Agent(later, [add]).run("And 2 plus 2?", messages=first.all_messages)
+    assert second.text == "It is 2."
+    sent = later.sent[-1]
+    assert not [m for m in sent if m.protocol or m.status == "unreadable"]
+    assert [m.content for m in sent if m.role == "user"] == ["What is 1 plus one?", "And 2 plus 2?"]
+    # the earlier turn's record is still whole in what the run returns
+    assert [m.status for m in second.all_messages].count("unreadable") == 1
+
+
+async def test_a_run_that_ends_after_an_unreadable_reply_does_not_answer_with_it() -> None:
+    from glassagent import Budget
+
+    agent = Agent(StumblingClient(), [add], budget=Budget(max_model_calls=1))
+    result = await agent.run("What is 1 plus one?")
+    assert result.stop_reason == "budget"
+    assert result.text == ""  # not the broken reply

@@ -84,3 +84,29 @@ def test_a_reply_cut_short_keeps_the_start_of_its_answer() -> None:
     replies = ReplyStream()
     replies.feed(cut.text)
     assert final_deltas(read, "", replies) == []
+
+
+HIGH, LOW = chr(0xD83C), chr(0xDF0A)
+
+
+@pytest.mark.parametrize("answer", [HIGH, f"{HIGH}x", f"a{HIGH}{LOW}b", LOW, f"{HIGH}{HIGH}{LOW}"])
+def test_surrogate_escapes_decode_as_json_loads_decodes_them(answer: str) -> None:
+    reply = json.dumps({"response": answer})  # ensure_ascii: surrogates as \\u escapes
+    assert fed(reply, 1).text == json.loads(reply)["response"]
+
+
+@given(
+    st.text(st.characters(exclude_categories=())),
+    st.integers(min_value=1, max_value=9),
+)
+def test_any_answer_with_any_code_point_streams_as_json_loads_reads_it(
+    answer: str, size: int
+) -> None:
+    reply = json.dumps({"thought": "t", "response": answer})
+    assert fed(reply, size).text == json.loads(reply)["response"]
+
+
+def test_only_the_first_top_level_value_is_read() -> None:
+    assert fed('{"response": "a"}{"response": "b"}', 3).text == "a"
+    reply = '{"tool_call": {"name": "x", "input": {}}} {"response": "b"}'
+    assert fed(reply, 4).text == ""

@@ -384,3 +384,37 @@ def test_a_call_to_the_embedded_server_always_has_a_deadline() -> None:
         temperature=0, timeout=LOCAL_CALL_SECONDS
     )
     assert bounded(ModelSettings(timeout=5)).timeout == 5  # the caller's own wins
+
+
+def test_a_module_planted_in_the_working_folder_is_not_run_by_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -m` would import from the working folder first: a folder the user works in
+    # (a cloned repository, an unpacked archive) must not run code in the process that
+    # receives the server's key
+    planted = tmp_path / "work"
+    planted.mkdir()
+    marker = tmp_path / "planted-ran"
+    (planted / "xllamacpp.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.chdir(planted)
+    with LocalServer(gguf(tmp_path, "tiny-model.gguf"), threads=1) as server:
+        assert server.running
+    assert not marker.exists()
+
+
+def test_requests_to_this_machine_never_go_through_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from glassagent._providers.transport import is_loopback, new_http_client
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("ALL_PROXY", "http://proxy.invalid:3128")
+    assert is_loopback("http://127.0.0.1:8080/v1")
+    assert is_loopback("http://localhost:11434")
+    assert is_loopback("http://[::1]:8080")
+    assert not is_loopback("https://api.openai.com/v1")
+    assert not is_loopback("http://127.0.0.1.example.com/")
+    direct = new_http_client(1, trust_env=False)
+    assert direct._mounts == {}  # no proxy transport from the environment
+    proxied = new_http_client(1)
+    assert proxied._mounts  # the environment's proxy, for the providers out there

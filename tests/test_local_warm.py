@@ -56,7 +56,7 @@ def warm_pids(run: Path) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv[1:3] == [b"-m", MODULE] and marker in environ:
+        if argv[1:-1][-2:] == [b"-m", MODULE] and marker in environ:
             found.append(int(entry.name))
     return found
 
@@ -326,6 +326,13 @@ async def test_an_idle_server_stops_itself(run: Path, model: Path) -> None:
     assert wait_until(lambda: not alive(pid))
     assert not (run / "glassagent" / "server.json").exists()
     assert "idle, stopping" in (run / "glassagent" / "server.log").read_text()
+
+
+async def test_a_server_whose_run_folder_is_removed_stops(run: Path, model: Path) -> None:
+    async with WarmServer(model, keep_alive=600) as server:
+        pid = server.pid
+    shutil.rmtree(run / "glassagent")  # as at logout, when the runtime folder goes
+    assert wait_until(lambda: not alive(pid))
 
 
 async def test_a_lease_keeps_it_running_past_the_keep_alive(run: Path, model: Path) -> None:

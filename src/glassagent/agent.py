@@ -6,6 +6,7 @@
 from glassagent._agent.act import ABORT_GRACE_SECONDS
 from glassagent._agent.agent import Agent, AttachmentLike
 from glassagent._agent.budget import Budget
+from glassagent._agent.guard import estimate_tokens
 from glassagent._agent.hook import OnEvent
 from glassagent._agent.run import AgentRun
 from glassagent._core.result import BudgetLimit, RunResult, RunStopReason
@@ -21,6 +22,7 @@ __all__ = [
     "OnEvent",
     "RunResult",
     "RunStopReason",
+    "estimate_tokens",
 ]
 
 publish(__name__, globals(), __all__)

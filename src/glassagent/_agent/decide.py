@@ -145,9 +145,22 @@ def correction(tools: Sequence[ToolDefinition]) -> Message:
     )
 
 
-def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """`messages` without unreadable replies of which nothing came (providers refuse them)."""
-    return tuple(m for m in messages if m.status != "unreadable" or m.content or m.tool_calls)
+def protocol_traffic(message: Message) -> bool:
+    """Whether `message` is the tool protocol's own: an unreadable reply or a correction."""
+    return message.protocol or message.status == "unreadable"
+
+
+def sendable(messages: Sequence[Message], prior: int) -> tuple[Message, ...]:
+    """What of `messages` goes to the model: the protocol's traffic of this run only.
+
+    Unreadable replies and their corrections before `prior` (earlier turns) are left out,
+    and so are this run's unreadable replies of which nothing came (providers refuse them).
+    """
+    return tuple(
+        m
+        for i, m in enumerate(messages)
+        if not protocol_traffic(m) or (i >= prior and (m.protocol or m.content or m.tool_calls))
+    )
 
 
 def may_think_again(iteration: int, max_iterations: int) -> bool:
@@ -198,7 +211,7 @@ def mark_aborted(message: Message) -> Message:
 def last_assistant_text(messages: list[Message], start: int) -> str:
     """Text of the last assistant message at or after index `start`."""
     for message in reversed(messages[start:]):
-        if message.role == "assistant":
+        if message.role == "assistant" and message.status != "unreadable":
             return message.content
     return ""
 
@@ -209,7 +222,7 @@ def last_user_message(messages: list[Message], start: int) -> int | None:
     A resumed run starts after its conversation; it answers the last user message there.
     """
     for index in range(min(start, len(messages) - 1), -1, -1):
-        if messages[index].role == "user":
+        if messages[index].role == "user" and not messages[index].protocol:
             return index
     return None
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from glassagent._agent import budget as budgets
 from glassagent._core.errors import AttachmentError, ContextLengthError, UserError
-from glassagent._core.messages import LLMResponse, Message, ToolDefinition, Usage
+from glassagent._core.messages import LLMResponse, Message, ModelSettings, ToolDefinition, Usage
 from glassagent._profiles.cost import Cost, client_cost
 
 if TYPE_CHECKING:
@@ -47,6 +47,23 @@ def request_chars(
     """
     chars = len(system or "") + _tool_chars(tools)
     return chars + sum(_message_chars(message) for message in messages)
+
+
+def estimate_tokens(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
+) -> int:
+    """About how many tokens a request is, as the agent estimates before each model call.
+
+    Four characters a token (`CHARS_PER_TOKEN`) of the messages, tool calls, tool
+    definitions and system instructions; attachments are not counted. A budget's
+    ``max_tokens`` and the profile's context check use it until the provider reports usage.
+
+    Args:
+        messages: The conversation to send.
+        tools: The definitions of the tools offered (`Tool.definition`).
+        system: The system instructions.
+    """
+    return request_chars(messages, tools, system) // CHARS_PER_TOKEN
 
 
 def _tool_chars(tools: Sequence[ToolDefinition]) -> int:
@@ -144,6 +161,7 @@ class RunGuard:
         self._known: tuple[int, int] | None = None  # (prompt tokens, chars) of the last call
         self._pending = (0, 0)  # (chars, estimated tokens) of the call being made
         self._size = RequestSize()
+        self._default_max: int | None = None  # the profile's max_tokens, given by `start`
 
     @property
     def cost(self) -> Cost:
@@ -171,8 +189,11 @@ class RunGuard:
             if not profile.features.supports_function_calling and client.tool_protocol == "native":
                 config = replace(config, client=JsonToolsClient(client))
             most = profile.capabilities.max_completion_tokens
-            if most is not None and config.settings.max_tokens is None:
+            supported = profile.capabilities.supported_parameters
+            takes = not supported or "max_tokens" in supported
+            if most is not None and config.settings.max_tokens is None and takes:
                 config = replace(config, settings=replace(config.settings, max_tokens=most))
+                self._default_max = most
             if profile.pricing is not None:
                 self._zero = Cost(Decimal(0), profile.pricing.currency)
         self._config = config
@@ -240,6 +261,18 @@ class RunGuard:
             return None
         next_call = budgets.NextCall(tokens, self._price(Usage(input_tokens=tokens)))
         return budgets.check(config.budget, self._calls, self._tokens, self.cost, next_call)
+
+    def fit(self, settings: ModelSettings) -> ModelSettings:
+        """`settings` with the profile's default ``max_tokens`` cut to fit the window.
+
+        The prompt about to be sent (`before_call`'s estimate) and the answer must fit the
+        model's context together; a ``max_tokens`` the caller set is left as it is.
+        """
+        most, profile = self._default_max, self._profile
+        if most is None or profile is None or settings.max_tokens != most:
+            return settings
+        room = profile.capabilities.context_length - self._pending[1]
+        return settings if room >= most else replace(settings, max_tokens=max(room, 1))
 
     def after_call(self, response: LLMResponse) -> Cost:
         """Record a finished call; return its cost.

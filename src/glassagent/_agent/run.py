@@ -102,7 +102,8 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._thinking: list[str] = []
         self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
-        self._unreadable = False  # a reply could not be read (see `decide.sendable`)
+        # the protocol's own traffic is in the conversation (see `decide.sendable`)
+        self._unreadable = any(map(decide.protocol_traffic, conversation[: self._prior]))
         self._answer_next = False  # the model repeated its calls: the next call must answer
         self._abort_reason: str | None = None
         self._result: RunResult[OutputT] | None = None
@@ -458,9 +459,10 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._iterations = iteration
         messages, system = self._context.apply(self._conversation, self._config.system)
         if self._unreadable:
-            messages = decide.sendable(messages)
+            messages = decide.sendable(messages, self._prior)
         client = self._config.client
         settings = decide.call_settings(self._config.settings, self._acted, self._answer_next)
+        settings = self._guard.fit(settings)
         protocol = await tool_protocol(client, self._config.definitions, self._config.settings)
         self._emit(
             LLMRequestEvent,

@@ -25,11 +25,11 @@ import os
 import socket
 import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from glassagent._history.files import write_atomic
 from glassagent._local.errors import LocalServerError
 
 STATE = "server.json"
@@ -114,17 +114,7 @@ def lock_within(path: Path, timeout: float) -> int | None:
 
 def write_private(path: Path, data: dict[str, Any]) -> None:
     """Write `data` as JSON to `path` atomically, readable by the owner only (mode 0600)."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomic(path, json.dumps(data).encode("utf-8"))  # a new file of mkstemp's: 0600
 
 
 def read_private(path: Path) -> dict[str, Any] | None:
@@ -183,7 +173,7 @@ def is_warm_server(pid: int, started: int) -> bool:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return owner == os.getuid() and argv[1:3] == [b"-m", WARM_MODULE.encode()]
+    return owner == os.getuid() and argv[1:-1][-2:] == [b"-m", WARM_MODULE.encode()]
 
 
 def listens_on(pid: int, host: str, port: int) -> bool:

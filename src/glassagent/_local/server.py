@@ -336,6 +336,21 @@ class LocalServer:
         )
 
 
+CHILD_FOLDER = os.path.abspath(os.sep)
+"""The working folder of the server processes: ``python -m`` imports from its working
+folder first, and the file system's root holds no module a user could have planted."""
+
+
+def module_command(module: str) -> list[str]:
+    """The command line that runs `module` in a child process, safe from planted modules.
+
+    ``-P`` (Python 3.11 and newer) keeps the working folder off the import path; the child
+    also runs in `CHILD_FOLDER`, which older Pythons need.
+    """
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe_path, "-m", module]
+
+
 def _free_port() -> int:
     """A port on 127.0.0.1 that is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -363,7 +378,8 @@ def _spawn(plan: _Plan) -> _Child:
     }
     with os.fdopen(fd, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "glassagent._local.child"],
+            module_command("glassagent._local.child"),
+            cwd=CHILD_FOLDER,
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -416,7 +432,7 @@ def _wait_healthy(child: _Child, timeout: float) -> None:
 
     url = f"http://{HOST}:{child.port}/health"
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2.0) as http:
+    with httpx.Client(timeout=2.0, trust_env=False) as http:
         while time.monotonic() < deadline:
             status = None
             with contextlib.suppress(httpx.HTTPError):
@@ -432,7 +448,7 @@ async def _await_healthy(child: _Child, timeout: float) -> None:
 
     url = f"http://{HOST}:{child.port}/health"
     deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(timeout=2.0) as http:
+    async with httpx.AsyncClient(timeout=2.0, trust_env=False) as http:
         while time.monotonic() < deadline:
             status = None
             with contextlib.suppress(httpx.HTTPError):

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +44,15 @@ from glassagent._local.rundir import (
     try_lock,
     write_private,
 )
-from glassagent._local.server import HOST, STOP_GRACE_SECONDS, LocalServer, _log_tail, _Plan
+from glassagent._local.server import (
+    CHILD_FOLDER,
+    HOST,
+    STOP_GRACE_SECONDS,
+    LocalServer,
+    _log_tail,
+    _Plan,
+    module_command,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -332,11 +339,15 @@ async def _start_lock(directory: Path, timeout: float) -> int:
     """The start lock, held exclusively; waits while another program starts a server."""
     path = directory / START_LOCK
     fd = open_lock(path)
-    deadline = time.monotonic() + timeout + 2 * STOP_GRACE_SECONDS
+    # the holder may stop a server of other settings, then start one (both bounded)
+    waited = 2 * timeout + 4 * STOP_GRACE_SECONDS
+    deadline = time.monotonic() + waited
     try:
         while not try_lock(fd, exclusive=True):
             if time.monotonic() >= deadline:
-                raise LocalServerError(f"{path} stayed locked for {timeout:g} s: a start is stuck")
+                raise WarmServerUnavailable(
+                    f"{path} stayed locked for {waited:g} s: a start is stuck"
+                )
             await asyncio.sleep(_POLL_SECONDS / 2)
     except BaseException:  # also when cancelled
         os.close(fd)
@@ -356,7 +367,7 @@ async def _answers(record: _Record) -> bool:
     root = f"http://{HOST}:{record.port}"
     headers = {"Authorization": f"Bearer {record.api_key}"}
     body = {"content": "ok", "model": record.alias}
-    async with httpx.AsyncClient(timeout=10.0) as http:
+    async with httpx.AsyncClient(timeout=10.0, trust_env=False) as http:
         try:
             health = await http.get(f"{root}/health")
             tokens = await http.post(f"{root}/tokenize", json=body, headers=headers)
@@ -448,7 +459,8 @@ def _spawn(config: dict[str, Any], log: Path, timeout: float) -> int:
     fd = create_log(log)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", WARM_MODULE],
+            module_command(WARM_MODULE),
+            cwd=CHILD_FOLDER,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=fd,
@@ -473,7 +485,7 @@ async def _await_ready(pid: int, started: int, port: int, log: Path, timeout: fl
     import httpx
 
     deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(timeout=2.0) as http:
+    async with httpx.AsyncClient(timeout=2.0, trust_env=False) as http:
         while time.monotonic() < deadline:
             if process_start(pid) != started:
                 raise _failed("exited during start-up", log)

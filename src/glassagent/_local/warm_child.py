@@ -121,11 +121,22 @@ def claim_exit(watch: Watch, *, idle_only: bool) -> bool:
 
 
 def serve_until_idle(watch: Watch) -> None:
-    """Return once the server has been idle long enough (or its model changed), unused."""
+    """Return once the server has been idle long enough (or its model changed), unused.
+
+    It also returns when its run folder is gone (removed at logout, say): no program can
+    find it or lease it any more.
+    """
     while True:
-        changed = watch.model_changed()
-        if (changed or watch.idle()) and claim_exit(watch, idle_only=not changed):
+        if not watch.directory.is_dir():
             return
+        changed = watch.model_changed()
+        try:
+            if (changed or watch.idle()) and claim_exit(watch, idle_only=not changed):
+                return
+        except OSError:  # the folder went away while it was being checked
+            if not watch.directory.is_dir():
+                return
+            raise
         time.sleep(watch.poll_seconds())
 
 
@@ -170,9 +181,11 @@ def main() -> int:
         model_stamp=(size, mtime_ns),
         started=time.time(),
     )
-    serve_until_idle(watch)
-    print("glassagent: idle, stopping", flush=True)
-    os._exit(0)  # skip interpreter teardown; the OS releases the port, the memory and the locks
+    try:
+        serve_until_idle(watch)
+        print("glassagent: idle, stopping", flush=True)
+    finally:  # whatever happens, never outlive this: skip the interpreter's teardown, which
+        os._exit(0)  # would wait for llama.cpp's threads; the OS releases port, memory, locks
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ def encode_history(messages: Sequence[Message]) -> list[Message]:
             results.append(json.dumps({"tool_result": result}))
             continue
         flush()
-        if message.role == "assistant":
+        if message.role == "assistant" and message.status != "unreadable":  # that one: as it came
             message = replace(
                 message, content=encode_assistant(message), tool_calls=(), thinking=None
             )

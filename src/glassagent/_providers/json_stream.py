@@ -33,11 +33,17 @@ class ReplyStream:
         self._key: list[str] = []
         self._last_key: str | None = None
         self._field: str | None = None  # "thought" or "response" while inside its value
+        self._finished = False  # the first top-level value has closed
 
     def feed(self, chunk: str) -> tuple[str, str]:
-        """Read the next piece of the reply; return the new ``thought`` and ``response`` text."""
+        """Read the next piece of the reply; return the new ``thought`` and ``response`` text.
+
+        Only the first top-level JSON value is read, as `json_protocol.parse_reply` reads it.
+        """
         out: dict[str | None, list[str]] = {"thought": [], "response": [], None: []}
         for char in chunk:
+            if self._finished:
+                break
             if self._in_string:
                 self._string_char(char, out)
             else:
@@ -51,24 +57,39 @@ class ReplyStream:
         if self._escape:
             self._escape += char
             decoded = self._unescape()
-            if decoded is None:
-                return
-            self._escape = ""
-            char = decoded
+            if decoded is not None:
+                self._escape = ""
+                self._put(decoded, out, escaped=True)
         elif char == "\\":
             self._escape = char
-            return
         elif char == '"':
+            self._put("", out, escaped=False)  # a high surrogate left alone stays
             self._in_string = False
             if self._reading_key:
                 self._last_key = "".join(self._key)
                 self._reading_key = False
             self._field = None
-            return
-        if self._reading_key:
-            self._key.append(char)
         else:
-            out[self._field].append(char)
+            self._put(char, out, escaped=False)
+
+    def _put(self, char: str, out: dict[str | None, list[str]], *, escaped: bool) -> None:
+        """Add a decoded character; surrogate escapes pair up as ``json.loads`` pairs them."""
+        if self._high:
+            high, self._high = self._high, ""
+            if escaped and "\udc00" <= char < "\ue000":
+                char = (high + char).encode("utf-16", "surrogatepass").decode("utf-16")
+            else:
+                self._append(high, out)
+        if escaped and "\ud800" <= char < "\udc00":
+            self._high = char  # wait for its low half
+        elif char:
+            self._append(char, out)
+
+    def _append(self, text: str, out: dict[str | None, list[str]]) -> None:
+        if self._reading_key:
+            self._key.append(text)
+        else:
+            out[self._field].append(text)
 
     def _unescape(self) -> str | None:
         """The character of the escape read so far; `None` while it is incomplete."""
@@ -78,17 +99,9 @@ class ReplyStream:
         if len(sequence) < 6:
             return None
         try:
-            code = int(sequence[2:], 16)
+            return chr(int(sequence[2:], 16))
         except ValueError:
             return ""
-        if 0xD800 <= code < 0xDC00:
-            self._high = chr(code)
-            return ""
-        if 0xDC00 <= code < 0xE000 and self._high:
-            high, self._high = self._high, ""
-            pair = (high + chr(code)).encode("utf-16", "surrogatepass")
-            return pair.decode("utf-16")
-        return chr(code)
 
     def _structure_char(self, char: str) -> None:
         if char == '"':
@@ -102,6 +115,7 @@ class ReplyStream:
             self._expect_key = char == "{" and self._depth == 1
         elif char in "}]":
             self._depth -= 1
+            self._finished = self._depth == 0
         elif self._depth == 1 and char == ",":
             self._expect_key = True
         elif self._depth == 1 and char == ":":

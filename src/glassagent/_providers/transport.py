@@ -76,8 +76,10 @@ class HTTPTransport:
         # every request asks for an uncompressed answer: the size limit counts it all
         self._headers = {"Accept-Encoding": IDENTITY, **headers}
         self._borrowed = http_client
+        # a proxy from the environment never sees what goes to this machine itself
+        direct = is_loopback(self.base_url)
         self._pools: PerLoop[httpx.AsyncClient] = PerLoop(
-            partial(new_http_client, size), close_http_client
+            partial(new_http_client, size, trust_env=not direct), close_http_client
         )
         self._secret = secret
         self._start_hint = start_hint
@@ -274,12 +276,16 @@ def pool_size(max_connections: int | None, http_client: object | None) -> int:
     return max_connections
 
 
-def new_http_client(max_connections: int = MAX_CONNECTIONS) -> httpx.AsyncClient:
+def new_http_client(
+    max_connections: int = MAX_CONNECTIONS, *, trust_env: bool = True
+) -> httpx.AsyncClient:
     """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call.
 
     Its pool holds up to `max_connections` connections and keeps them all alive between
     requests, so concurrent agent runs reuse connections instead of opening new ones; it
-    hands them out without rescanning them all (`connection_pool.speed_up`).
+    hands them out without rescanning them all (`connection_pool.speed_up`). Without
+    `trust_env` it ignores proxy settings of the environment (``HTTP_PROXY``, ...): for a
+    server on this machine, whose requests carry its key.
     """
     import httpx
 
@@ -288,6 +294,7 @@ def new_http_client(max_connections: int = MAX_CONNECTIONS) -> httpx.AsyncClient
         limits=httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         ),
+        trust_env=trust_env,
     )
     return connection_pool.speed_up(client)
 
@@ -295,3 +302,17 @@ def new_http_client(max_connections: int = MAX_CONNECTIONS) -> httpx.AsyncClient
 async def close_http_client(client: httpx.AsyncClient) -> None:
     """Close an owned ``httpx.AsyncClient``."""
     await client.aclose()
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this machine (``localhost``, ``127.x.x.x``, ``::1``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

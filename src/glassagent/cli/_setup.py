@@ -7,7 +7,6 @@ Everything here is checked before anything runs or is written: a mistake is a `B
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from glassagent import BaseLLMClient, Budget, Message, ModelSettings, Tool, Usage
+from glassagent.agent import estimate_tokens
 from glassagent.errors import ConfigurationError, GlassAgentError, UserError
 from glassagent.history import AttachmentPolicy, History
 from glassagent.llm import create_llm_client
@@ -215,10 +215,7 @@ def check_first_call(
     """
     if max_tokens is None:
         return
-    chars = len(system) + sum(len(m.content) for m in messages)
-    for tool in tools:  # about four characters a token, as the agent estimates
-        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
-    tokens = chars // 4
+    tokens = estimate_tokens(messages, [tool.definition for tool in tools], system)
     if tokens > max_tokens:
         raise BadInput(
             f"--max-turn-tokens {max_tokens} is less than the first model call's prompt alone "
