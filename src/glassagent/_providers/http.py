@@ -20,6 +20,18 @@ RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504, 529})
 _BODY_LIMIT = 2000
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only: ``localhost``, 127.0.0.0/8 or ``::1``."""
+    import ipaddress
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def mask_key(key: str | None) -> str:
     """The only printable form of an API key: its first 4 and last 4 characters."""
     if not key:

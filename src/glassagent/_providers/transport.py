@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from glassagent._core.errors import (
     ConfigurationError,
@@ -21,7 +22,13 @@ from glassagent._core.errors import (
 )
 from glassagent._providers import connection_pool, shapes
 from glassagent._providers.call import IDENTITY, CallLimits
-from glassagent._providers.http import error_for_status, masked_cause, redact, retry_after_seconds
+from glassagent._providers.http import (
+    error_for_status,
+    is_loopback,
+    masked_cause,
+    redact,
+    retry_after_seconds,
+)
 from glassagent._providers.pools import PerLoop
 from glassagent._providers.sse import LineSplitter
 
@@ -77,7 +84,7 @@ class HTTPTransport:
         self._headers = {"Accept-Encoding": IDENTITY, **headers}
         self._borrowed = http_client
         # a proxy from the environment never sees what goes to this machine itself
-        direct = is_loopback(self.base_url)
+        direct = is_loopback(urlsplit(self.base_url).hostname or "")
         self._pools: PerLoop[httpx.AsyncClient] = PerLoop(
             partial(new_http_client, size, trust_env=not direct), close_http_client
         )
@@ -302,17 +309,3 @@ def new_http_client(
 async def close_http_client(client: httpx.AsyncClient) -> None:
     """Close an owned ``httpx.AsyncClient``."""
     await client.aclose()
-
-
-def is_loopback(url: str) -> bool:
-    """Whether `url` names this machine (``localhost``, ``127.x.x.x``, ``::1``)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

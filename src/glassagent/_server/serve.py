@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from glassagent._core.errors import ConfigurationError
 from glassagent._core.messages import ModelSettings
 from glassagent._history.protocol import ChatStore
+from glassagent._providers.http import is_loopback
 from glassagent._server.chats import UserStores
 from glassagent._server.invoke import ModelsLike, make_config
 from glassagent._server.request import ServerLimits
@@ -128,16 +128,6 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
     except ValueError:
         raise ConfigurationError(f"The tokens file {str(path)!r} is not valid JSON.") from None
     return check_tokens(data)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only: ``localhost``, 127.0.0.0/8 or ``::1``."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_host(host: str, *, authenticated: bool) -> None:

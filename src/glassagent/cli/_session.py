@@ -225,7 +225,9 @@ async def run_once(session: Session) -> int:
     options = session.options
     assert options.prompt is not None
     history = load_history(options.history)
-    first = [*history.to_messages(), Message(role="user", content=options.prompt)]
+    first: list[Message] = []  # the first prompt, measured only for a token budget
+    if options.max_turn_tokens is not None:
+        first = [*history.to_messages(), Message(role="user", content=options.prompt)]
     async with session.agent(None if options.yes else declining(session.note), first) as agent:
         turn = await session.play(agent, options.prompt, history)
     saved = session.save(history, turn)
