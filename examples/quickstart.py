@@ -6,8 +6,9 @@ With ``GEMINI_API_KEY`` set it talks to Gemini. Otherwise it starts the embedded
 Hugging Face (or its package-index mirror) on the first run and cached. No API key, no
 server to install.
 
-The 0.5B model is small and can call a tool more often than needed; `max_iterations` caps
-the run, and the run's last event says how it ended.
+The 0.5B model is small and can call a tool more often than needed: `stop_repeats` makes it
+answer once it asks for the same call again, `max_iterations` caps the run, and the run's
+last event says how it ended.
 """
 
 from __future__ import annotations
@@ -34,19 +35,28 @@ async def add(a: int, b: int, ctx: ToolContext) -> int:
 
 async def run_agent(client: BaseLLMClient) -> None:
     settings = ModelSettings(temperature=0, max_tokens=128)
-    agent = Agent(client, [add], max_iterations=3, settings=settings)
+    agent = Agent(client, [add], max_iterations=3, settings=settings, stop_repeats=True)
     print(f"model: {client.provider_name} / {client.model}")
+    streaming = ""  # "thinking" or "text" while one of them streams on the current line
     async for event in agent.run("What is 17 + 25?"):
+        if streaming and event.type not in ("thinking_chunk", "text_chunk"):
+            print()  # the streamed line is complete
+            streaming = ""
         match event.type:
             case "llm_request":
                 print(f"[model call {event.iteration}]")
-            case "thinking_chunk":
-                print(f"  (thinking) {event.text}")
-            case "text_chunk":
+            case "thinking_chunk" | "text_chunk":
+                kind = event.type.removesuffix("_chunk")
+                if streaming != kind:
+                    print(
+                        ("\n" if streaming else "")
+                        + ("  (thinking) " if kind == "thinking" else ""),
+                        end="",
+                    )
+                    streaming = kind
                 print(event.text, end="", flush=True)
             case "llm_response":
-                end = "\n" if event.text else ""
-                print(f"{end}  ({event.usage.output_tokens} tokens in {event.latency_ms:.0f} ms)")
+                print(f"  ({event.usage.output_tokens} tokens in {event.latency_ms:.0f} ms)")
             case "function_call_start":
                 print(f"  -> {event.function_name}({event.args})")
             case "tool_progress":

@@ -51,9 +51,11 @@ never repeat a tool call you already made.
 Tools:"""
 
 _ANSWER_ONLY = """\
-No tool can be called now: answer the user from what you have.
+No tool can be called now: answer the user from the tool results above.
 Reply with exactly one JSON object and nothing else: no prose, no code fence:
-{"thought": "<your reasoning>", "response": "<your answer>"}"""
+{"thought": "...", "response": "..."}"""
+# (no placeholder to fill in, no example answer: a small model copies "<your answer>" or
+# "It is 5." as its own answer)
 
 _MUST_CALL = 'This reply must call {what}: reply with a "tool_call" object, not a "response".'
 
