@@ -7,7 +7,8 @@ in a private runtime folder and stops at its end (by its pid, `stop_warm_server`
 - A plain request answers: its text streams before the answer is complete, every call has a
   ``max_tokens``, and the turn ends (no hang).
 - The saved history holds exactly what the user typed as user messages.
-- The README's coding-agent commands do what the README says they do.
+- The README's coding-agent commands do what the README says they do, and its main example
+  (``examples/quickstart.py``) ends with the answer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -138,3 +140,18 @@ def test_a_readme_command_does_what_it_says(
     last = stream[-1]
     assert last["type"] == "complete", last
     assert CHECKS[args[-1]](folder, last["text"], calls), (last["text"], calls)
+
+
+def test_the_main_example_answers_on_the_embedded_model(tmp_path: Path) -> None:
+    # the README's first command runs it: it must end with an answer, not max_iterations
+    environment = cli_env()
+    environment.pop("GEMINI_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
+        check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("done after "), done.stdout
+    assert "42" in last, done.stdout
