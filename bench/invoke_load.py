@@ -105,7 +105,7 @@ def start_servers(stack: ExitStack, url: str, workers: int, logs: Path) -> dict[
     )
     serve = [sys.executable, "-m", "glassagent", "serve", "--provider", "openai_compatible",
              "--base-url", f"http://127.0.0.1:{model_port}/v1", "--model", "bench-k0",
-             "--port", "0", "--store", url]  # fmt: skip
+             "--port", "0", "--store", url, "--no-token"]  # fmt: skip
     started = [
         stack.enter_context(process(serve, logs / f"server-{n}.log", _LISTENING))
         for n in range(workers)

@@ -63,6 +63,15 @@ def die() -> str:
 
 
 @app.tool()
+def big(chars: int, error: bool = False) -> str:
+    """A text of `chars` characters (digits, repeating), or an error with such a message."""
+    text = ("0123456789" * (chars // 10 + 1))[:chars]
+    if error:
+        raise ToolError(text)
+    return text
+
+
+@app.tool()
 def picture() -> list[TextContent | ImageContent]:
     """A caption and a tiny image."""
     return [TextContent(text="a red dot"), Image(data=PNG, format="png").to_image_content()]

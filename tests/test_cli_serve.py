@@ -98,7 +98,7 @@ def test_serve_runs_on_the_fastest_loop_and_parser_installed(
     """uvloop's loop and httptools when installed (the server extra), else asyncio's and h11."""
     loops: list[str] = []
 
-    async def served_at_once(app: object, *, host: str, port: int) -> None:
+    async def served_at_once(app: object, *, host: str, port: int, **_: object) -> None:
         loops.append(type(asyncio.get_running_loop()).__module__)
 
     monkeypatch.setattr("glassagent.cli._serve.aserve", served_at_once)
@@ -119,7 +119,7 @@ def test_serve_runs_on_asyncio_without_a_usable_uvloop(
     """
     loops: list[str] = []
 
-    async def served_at_once(app: object, *, host: str, port: int) -> None:
+    async def served_at_once(app: object, *, host: str, port: int, **_: object) -> None:
         loops.append(type(asyncio.get_running_loop()).__module__)
 
     monkeypatch.setattr("glassagent.cli._serve.aserve", served_at_once)

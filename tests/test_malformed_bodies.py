@@ -347,11 +347,18 @@ async def test_a_tool_name_that_is_a_list_fails_the_run_with_a_typed_error() -> 
     assert info.value.result.stop_reason == "error"
 
 
+def _unchecked(call: ToolCall, **values: Any) -> ToolCall:
+    """`call` with `values` set past its own checks (ToolCall refuses a non-dict input)."""
+    for name, value in values.items():
+        object.__setattr__(call, name, value)
+    return call
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
         (ToolCall("c1", ["add"], {}), "whose name is a list, not a str"),  # type: ignore[arg-type]
-        (ToolCall("c1", "add", [1]), "whose input is a list, not a dict"),  # type: ignore[arg-type]
+        (_unchecked(ToolCall("c1", "add", {}), input=[1]), "whose input is a list, not a dict"),
         (ToolCall(None, "add", {}), "whose id is a NoneType"),  # type: ignore[arg-type]
         ("add", "a tool call that is a str, not a ToolCall"),
         (ToolCall("c1", "", {}), "a tool call without a name \\(id 'c1'\\)"),

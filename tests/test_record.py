@@ -138,6 +138,45 @@ def test_a_file_that_is_not_a_recording_is_refused_naming_the_line(
         load_events(path)
 
 
+DEEP = 100_000
+_EVENT = '{"type": "complete", "run_id": "r", "seq": 0, "timestamp": 1, "x": '
+
+
+def _deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[" * DEEP + "]" * DEEP,
+        '{"a": ' * DEEP + "1" + "}" * DEEP,
+        _EVENT + "[" * DEEP + "]" * DEEP + "}",
+    ],
+    ids=["lists", "objects", "in-an-event"],
+)
+def test_a_deeply_nested_line_is_a_user_error_naming_the_line(tmp_path: Path, line: str) -> None:
+    from glassagent.testing import ReplayClient
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"type": "recording", "format": 1}\n' + line + "\n", "utf-8")
+    for read in (load_events, ReplayClient.from_events):
+        with pytest.raises(UserError, match=r"deep\.jsonl, line 2 is not an event: .*nested"):
+            read(path)
+
+
+def test_deeply_nested_event_dicts_are_a_user_error_naming_the_item() -> None:
+    from glassagent.testing import ReplayClient
+
+    fine = {"type": "text_chunk", "run_id": "r", "seq": 0, "text": "a", "is_follow_up": False}
+    deep = {**fine, "seq": 1, "x": _deep_list(DEEP)}
+    with pytest.raises(UserError, match=r"item 2 is not an event: .*nested"):
+        ReplayClient.from_events([fine, deep])
+
+
 def test_unreadable_and_unwritable_paths_are_typed_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="Cannot read the events"):
         load_events(tmp_path / "missing.jsonl")

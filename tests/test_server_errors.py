@@ -46,6 +46,7 @@ from loopback_server import LoopbackServer, Reply, Request
 from server_support import INVOKE, document, echo_client, http, sse_events
 
 TOKENS = {"alice-secret-token": "alice", "bob-secret-token": "bob"}
+JSON = {"Content-Type": "application/json"}  # what the app requires of a POST
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -113,14 +114,14 @@ async def test_a_body_over_the_limit_gets_413_before_it_is_parsed() -> None:
     client = echo_client()
     app = create_app(model=client, limits=ServerLimits(max_body_bytes=1000))
     async with http(app) as api:
-        declared = await api.post(INVOKE, content=b"{" * 5000)  # invalid JSON, never parsed
+        declared = await api.post(INVOKE, content=b"{" * 5000, headers=JSON)  # never parsed
         fitting = await api.post(INVOKE, json={"message": "x" * 900})
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it comes
             for _ in range(50):
                 yield b"[" * 100
 
-        streamed = await api.post(INVOKE, content=chunks())
+        streamed = await api.post(INVOKE, content=chunks(), headers=JSON)
     assert declared.status_code == streamed.status_code == 413
     assert error_of(declared)["code"] == error_of(streamed)["code"] == "too_large"
     assert fitting.status_code == 200
@@ -146,7 +147,7 @@ async def test_the_default_body_limit_is_one_mebibyte() -> None:
 async def test_invalid_json_gets_422(body: bytes, location: str) -> None:
     limits = ServerLimits(max_body_bytes=1_000_000)
     async with http(create_app(model=echo_client(), limits=limits)) as api:
-        response = await api.post(INVOKE, content=body)
+        response = await api.post(INVOKE, content=body, headers=JSON)
     assert response.status_code == 422
     assert locations(response) == [location]
 
@@ -203,7 +204,7 @@ async def test_every_field_of_the_wrong_type_is_listed_in_one_422() -> None:
 async def test_bad_values_get_422(body: dict[str, Any], location: str) -> None:
     async with http(create_app(model=echo_client())) as api:
         if location == "$":  # Infinity is not JSON; Python's json module writes it anyway
-            response = await api.post(INVOKE, content=json.dumps(body).encode())
+            response = await api.post(INVOKE, content=json.dumps(body).encode(), headers=JSON)
             assert response.status_code == 422
             assert locations(response) == ["params.temperature"]
             return

@@ -20,7 +20,7 @@ from glassagent.history import History, SQLHistoryStore
 from glassagent.llm import Message
 from glassagent.server import ANONYMOUS_USER, InvokeRequest, create_app, invoke
 from glassagent.testing import FunctionClient
-from server_support import INVOKE, echo_client, http
+from server_support import INVOKE, echo_client, http, launch_token
 from store_support import Place, contents
 
 STARTUP_SECONDS = 60
@@ -170,7 +170,8 @@ def test_serve_keeps_chats_in_a_database(sql_place: Place, tmp_path: Path) -> No
         )  # fmt: skip
         try:
             address = _wait_for_address(process)
-            with httpx.Client(base_url=address, timeout=60) as client:
+            auth = {"Authorization": f"Bearer {launch_token(process)}"}
+            with httpx.Client(base_url=address, timeout=60, headers=auth) as client:
                 answer = client.post(INVOKE, json=turn("Hi", "work"))
         finally:
             process.terminate()

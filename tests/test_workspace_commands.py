@@ -21,10 +21,14 @@ from glassagent.events import (
     ToolProgressEvent,
 )
 from glassagent.testing import ScriptedClient
-from glassagent.workspace import Workspace
+from glassagent.workspace import SandboxMode, Workspace
 from workspace_support import call, context, executions, run_calls, run_one, tools
 
 SPAWNS_A_CHILD = "sh -c 'sleep 100 & echo $!; wait'"
+# The tests that watch a command's processes by their pid run it without the sandbox: in it,
+# a pid the command prints is one of its own PID namespace (tests/test_sandbox.py watches
+# sandboxed commands another way).
+OFF = "off"
 
 
 @pytest.fixture
@@ -98,7 +102,7 @@ async def test_output_is_cut_in_the_middle_at_max_output_bytes(root: Path) -> No
 
 
 async def test_a_timeout_kills_the_command_and_its_children(root: Path) -> None:
-    ws = Workspace(root, allow_commands=True)
+    ws = Workspace(root, allow_commands=True, sandbox=OFF)
     outcome = await run_one(ws, "execute_command", command=SPAWNS_A_CHILD, timeout=1)
     assert outcome.is_error
     assert outcome.result.startswith("Error: the command did not finish within 1 s")
@@ -107,7 +111,7 @@ async def test_a_timeout_kills_the_command_and_its_children(root: Path) -> None:
 
 async def test_timeouts_are_capped(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("glassagent._workspace.workspace.MAX_COMMAND_SECONDS", 1.0)
-    ws = Workspace(root, allow_commands=True)
+    ws = Workspace(root, allow_commands=True, sandbox=OFF)
     outcome = await run_one(ws, "execute_command", command=SPAWNS_A_CHILD, timeout=10_000)
     assert outcome.result.startswith("Error: the command did not finish within 1 s")
     assert await gone(first_pid(outcome.result))
@@ -117,7 +121,7 @@ async def test_timeouts_are_capped(root: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_background_processes_are_stopped_when_the_command_ends(root: Path) -> None:
-    ws = Workspace(root, allow_commands=True)
+    ws = Workspace(root, allow_commands=True, sandbox=OFF)
     outcome = await run_one(ws, "execute_command", command="sleep 100 & echo $!")
     assert outcome.result.endswith("[exit code 0]")
     assert await gone(first_pid(outcome.result))
@@ -131,7 +135,7 @@ async def test_cancelling_the_call_kills_the_group(root: Path) -> None:
         progress.append(message)
         reported.set()
 
-    execute = tools(Workspace(root, allow_commands=True))["execute_command"]
+    execute = tools(Workspace(root, allow_commands=True, sandbox=OFF))["execute_command"]
     task = asyncio.create_task(execute(SPAWNS_A_CHILD, ctx=context("execute_command", on_progress)))
     await asyncio.wait_for(reported.wait(), 10)
     pid = first_pid(progress[0])
@@ -142,7 +146,7 @@ async def test_cancelling_the_call_kills_the_group(root: Path) -> None:
 
 
 async def test_the_agents_tool_timeout_and_an_abort_kill_the_group(root: Path) -> None:
-    ws = Workspace(root, allow_commands=True)
+    ws = Workspace(root, allow_commands=True, sandbox=OFF)
     client = ScriptedClient(
         [LLMResponse(tool_calls=[call("execute_command", command=SPAWNS_A_CHILD)]), "ok"]
     )
@@ -191,14 +195,24 @@ async def test_output_lines_stream_as_tool_progress_events_while_the_command_run
     ]
 
 
-async def test_commands_do_not_see_secret_environment_variables(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+async def test_commands_get_an_allow_listed_environment(
+    root: Path, monkeypatch: pytest.MonkeyPatch, sandbox: SandboxMode
 ) -> None:
+    # Secrets under names no deny-list would catch stay out; env= passes what it names.
     monkeypatch.setenv("GLASSAGENT_TEST_API_KEY", "sk-do-not-show")
-    monkeypatch.setenv("GLASSAGENT_TEST_PLAIN", "plain-value")
-    outcome = await run_one(Workspace(root, allow_commands=True), "execute_command", command="env")
-    assert "plain-value" in outcome.result
-    assert "sk-do-not-show" not in outcome.result
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:pw-do-not-show@db/app")
+    monkeypatch.setenv("GH_PAT", "ghp-do-not-show")
+    monkeypatch.setenv("LC_TIME", "C")
+    ws = Workspace(root, allow_commands=True, sandbox=sandbox, env={"GIVEN": "given-value"})
+    outcome = await run_one(ws, "execute_command", command="env")
+    assert "do-not-show" not in outcome.result
+    names = {line.split("=", 1)[0] for line in outcome.result.splitlines() if "=" in line}
+    assert {"PATH", "TMPDIR", "GIVEN", "LC_TIME"} <= names
+    assert "GIVEN=given-value" in outcome.result
+    allowed = {"PATH", "HOME", "LANG", "TERM", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR"}
+    allowed |= {"GIVEN", "PWD", "OLDPWD", "SHLVL", "_"}  # passed by env=; set by the shell
+    assert names - allowed <= {n for n in names if n.startswith("LC_")}
 
 
 # ---- confirm ----------------------------------------------------------------------------
@@ -356,7 +370,7 @@ async def test_changes_can_need_approval_without_confirm_and_be_deferred(root: P
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
 async def test_a_process_that_left_the_group_does_not_hold_the_call(root: Path) -> None:
     # It escapes the group kill and keeps the output pipe open; the call ends all the same.
-    ws = Workspace(root, allow_commands=True)
+    ws = Workspace(root, allow_commands=True, sandbox=OFF)
     outcome = await run_one(ws, "execute_command", command="setsid sleep 30 & echo $!")
     pid = first_pid(outcome.result)
     try:

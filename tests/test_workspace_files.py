@@ -8,9 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from glassagent._workspace import paths
 from glassagent.errors import ToolError, UserError
 from glassagent.workspace import Workspace
 from workspace_support import call, executions, names, run_calls, run_one, tools
+
+
+@pytest.fixture(autouse=True, params=["descriptors", "paths"])
+def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs race-free (folder descriptors) and as on Windows (paths checked once)."""
+    if request.param == "paths":
+        monkeypatch.setattr(paths, "DESCRIPTORS", False)
+    elif not paths.DESCRIPTORS:
+        pytest.skip("no folder descriptors (dir_fd) on this system")
+    return str(request.param)
 
 
 @pytest.fixture
@@ -145,6 +156,12 @@ def test_the_root_must_be_an_existing_folder(tmp_path: Path) -> None:
         Workspace(tmp_path, max_read_bytes=0)
     with pytest.raises(UserError, match="confirm"):
         Workspace(tmp_path, confirm=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", [123, None, b"/tmp", 1.5], ids=["int", "None", "bytes", "float"])
+def test_a_root_that_is_not_a_path_is_a_user_error(given: object) -> None:
+    with pytest.raises(UserError, match="must be a path"):
+        Workspace(given)  # type: ignore[arg-type]
 
 
 # ---- read_file --------------------------------------------------------------------------
@@ -291,7 +308,7 @@ async def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary_file(
 ) -> None:
     (root / "keep.txt").write_text("old")
 
-    def broken_replace(src: object, dst: object) -> None:
+    def broken_replace(src: object, dst: object, **dir_fds: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)

@@ -20,11 +20,18 @@ returns a stored chat to its owner, ``GET /api/ai/chats`` lists the user's chats
 ``GET /api/ai/health`` answers probes. ``GET /`` is a web page that chats with the agent and
 shows each step of a turn as it streams. Importing this module needs neither Starlette nor
 uvicorn; `create_app`, `serve` and `aserve` do.
+
+The app is closed to other web sites whatever its tokens: it answers only a loopback
+``Host`` (or the address it is reached at, or an allowed host), refuses requests another
+site made (``Origin``, ``Sec-Fetch-Site``), and takes only JSON in a ``POST``. ``glassagent
+serve`` without ``--tokens`` makes a random token at each start (``access_token``) and prints
+the web view's address that carries it.
 """
 
 from glassagent._history.store import user_directory
 from glassagent._public import publish
 from glassagent._server.chats import ANONYMOUS_USER
+from glassagent._server.hosts import check_allowed_hosts, check_allowed_origins
 from glassagent._server.invoke import InvokeResult, InvokeStatus, ModelsLike, invoke
 from glassagent._server.request import InvokeError, InvokeRequest, ServerLimits
 from glassagent._server.serve import aserve, check_host, create_app, load_tokens, serve
@@ -38,6 +45,8 @@ __all__ = [
     "ModelsLike",
     "ServerLimits",
     "aserve",
+    "check_allowed_hosts",
+    "check_allowed_origins",
     "check_host",
     "create_app",
     "invoke",

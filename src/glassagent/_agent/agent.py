@@ -7,6 +7,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from glassagent._agent.approval import check_answers, pending_calls
+from glassagent._agent.arguments import (
+    check_count,
+    check_iterable,
+    check_seconds,
+    check_settings,
+    check_type,
+    conversation,
+    message_list,
+    prompt_message,
+)
 from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
 from glassagent._agent.output import output_spec
@@ -35,10 +45,6 @@ AttachmentLike = Attachment | str | os.PathLike[str]
 _T = TypeVar("_T")
 
 _NO_SETTINGS = ModelSettings()
-
-
-def _attachment(item: AttachmentLike) -> Attachment:
-    return item if isinstance(item, Attachment) else Attachment.from_path(item)
 
 
 class Agent(Generic[DepsT, OutputT]):
@@ -148,19 +154,23 @@ class Agent(Generic[DepsT, OutputT]):
                 it; tools that are polled on purpose do not want it.
 
         Raises:
-            UserError: On a non-client, duplicate tool names, a bad limit, a budget that
-                is not a `Budget`, a `requires_approval` that is not a bool or callable, a
+            UserError: On a non-client, duplicate tool names, a bad limit (or one of the
+                wrong type), a `system`, `settings`, `budget` or `context_settings` of the
+                wrong type, a `requires_approval` that is not a bool or callable, a
                 `redact` or `on_event` that is not callable, a ``settings.tool_choice``
                 naming a tool the agent does not have, an `output_type` without a JSON
                 Schema, or a tool named ``final_result`` next to an `output_type`.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
-        if max_iterations < 1:
-            raise UserError("`max_iterations` must be at least 1.")
-        for name, value in (("tool_timeout", tool_timeout), ("run_timeout", run_timeout)):
-            if value is not None and not value > 0:
-                raise UserError(f"`{name}` must be a positive number of seconds.")
+        check_count("max_iterations", max_iterations)
+        check_seconds("tool_timeout", tool_timeout)
+        check_seconds("run_timeout", run_timeout)
+        check_type("system", system, str, "a string")
+        check_settings(settings)
+        check_type("context_settings", context_settings, ContextSettings, "a ContextSettings")
+        check_iterable("tools", tools, "tools or functions")
+        check_iterable("context_tools", context_tools, "context tools")
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
@@ -250,8 +260,10 @@ class Agent(Generic[DepsT, OutputT]):
 
         Raises:
             UserError: When both `messages` and `history` are given, `append_to_history`
-                without a `history`, or a ``settings.tool_choice`` naming a tool the agent
-                does not have.
+                without a `history`, an argument of the wrong type (a `prompt` that is not a
+                string, `messages` that are not `Message`s, a `history` that is not a
+                `History`, ...), or a ``settings.tool_choice`` naming a tool the agent does
+                not have.
             AttachmentError: When the history's attachment policy refuses an attachment of
                 its thread.
         """
@@ -259,16 +271,12 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("Pass the conversation as `messages` or as `history`, not both.")
         if append_to_history and history is None:
             raise UserError("`append_to_history=True` needs a `history` to append to.")
-        conversation = history.to_messages() if history is not None else list(messages or ())
-        conversation.append(
-            Message(
-                role="user",
-                content=prompt,
-                attachments=tuple(_attachment(a) for a in attachments),
-            )
-        )
+        question = prompt_message(prompt, attachments)
+        check_settings(settings)
+        thread = conversation(messages, history)
+        thread.append(question)
         config = self._configure(history, append_to_history, deps, settings, defer_approval)
-        return AgentRun(config, conversation)
+        return AgentRun(config, thread)
 
     def resume(
         self,
@@ -313,9 +321,10 @@ class Agent(Generic[DepsT, OutputT]):
 
         Raises:
             UserError: When no call of `previous` awaits approval, an answer names another
-                call or is not a bool or a string, or `append_to_history` is given without a
-                `History`.
+                call or is not a bool or a string, `append_to_history` is given without a
+                `History`, or `previous` or `settings` is of the wrong type.
         """
+        check_settings(settings)
         history, conversation = _conversation_of(previous)
         if append_to_history and history is None:
             raise UserError("`append_to_history=True` needs a `History` to resume from.")
@@ -428,7 +437,7 @@ def _conversation_of(
         return previous, previous.to_messages()
     if isinstance(previous, RunResult):
         return None, list(previous.all_messages)
-    return None, list(previous)
+    return None, message_list("previous", previous)
 
 
 def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:

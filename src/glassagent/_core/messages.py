@@ -40,10 +40,17 @@ ToolProtocol = Literal["native", "json", "auto"]
 """How a client offers tools to the model: the provider's own tool calling (``native``), the
 JSON tool protocol in the system prompt (``json``), or ``auto`` until the client has decided."""
 
+_ROLES = frozenset(("system", "user", "assistant", "tool"))
+_STATUSES = frozenset(("completed", "aborted", "unreadable"))
+
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A request from the model to call one tool."""
+    """A request from the model to call one tool.
+
+    Its `input` must be a dict (`UserError` otherwise); a client that cannot read the model's
+    arguments as one sets `arguments_error` instead.
+    """
 
     id: str
     """Unique id of this call; its result refers back to it."""
@@ -58,6 +65,12 @@ class ToolCall:
     sets it, with empty `input`; the agent does not run such a call but sends the reason back
     to the model as an error result, so the model can correct itself. Not saved in histories
     (the error result is)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input, dict):  # one check: calls are made on the hot path
+            raise UserError(
+                f"ToolCall.input must be a dict of arguments, not {type(self.input).__name__}."
+            )
 
 
 REMOTE_SCHEMES = ("http", "https")
@@ -160,7 +173,10 @@ class Attachment:
 
 @dataclass(frozen=True, kw_only=True)
 class Message:
-    """One message of a conversation, independent of any provider's wire format."""
+    """One message of a conversation, independent of any provider's wire format.
+
+    An unknown `role` or `status`, or `content` that is not a string, is a `UserError`.
+    """
 
     role: Role
     """Who wrote it: ``system``, ``user``, ``assistant`` or ``tool``."""
@@ -186,6 +202,23 @@ class Message:
     protocol: bool = False
     """Written by the agent's tool protocol, not by the user: the ``user`` message that tells
     the model its last reply could not be read. Sent to the model within its run only."""
+
+    def __post_init__(self) -> None:
+        try:  # cheap checks only: messages are made on the hot path
+            known = self.role in _ROLES and self.status in _STATUSES
+        except TypeError:  # an unhashable role or status
+            known = False
+        if not known or not isinstance(self.content, str):
+            raise UserError(_message_problem(self))
+
+
+def _message_problem(message: Message) -> str:
+    """What is wrong with a message `Message.__post_init__` refuses."""
+    if not isinstance(message.role, str) or message.role not in _ROLES:
+        return f"Message.role must be one of {sorted(_ROLES)}, not {message.role!r}."
+    if not isinstance(message.content, str):
+        return f"Message.content must be a str, not {type(message.content).__name__}."
+    return f"Message.status must be one of {sorted(_STATUSES)}, not {message.status!r}."
 
 
 @dataclass(frozen=True)
@@ -300,10 +333,17 @@ class ModelSettings:
             )
         for name in ("timeout", "stall_timeout"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise UserError(f"ModelSettings.{name} must be a positive number of seconds.")
-        if self.max_response_bytes is not None and self.max_response_bytes <= 0:
-            raise UserError("ModelSettings.max_response_bytes must be positive.")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+            ):
+                raise UserError(
+                    f"ModelSettings.{name} must be a positive number of seconds, not {value!r}."
+                )
+        check_integer("ModelSettings", "max_response_bytes", self.max_response_bytes, 1)
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise UserError(
+                f"ModelSettings.retry must be a RetryPolicy, not {type(self.retry).__name__}."
+            )
         check_number("ModelSettings", "temperature", self.temperature, 0.0, 2.0)
         check_integer("ModelSettings", "max_tokens", self.max_tokens, 1)
         check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)

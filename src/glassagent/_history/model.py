@@ -51,7 +51,8 @@ class HistoryLimits:
     """Bounds a loaded history must respect; input beyond them is rejected, never truncated.
 
     The defaults admit very long real chats (a 100,000-message chain) while refusing input that
-    would exhaust memory or time.
+    would exhaust memory or time. Each limit is a whole number of at least 1 (`UserError`
+    otherwise).
     """
 
     max_messages: int = 200_000
@@ -64,6 +65,17 @@ class HistoryLimits:
     """Most bytes of one document (the file size when loading from disk)."""
     max_nesting: int = 64
     """Deepest nesting of JSON objects and arrays inside one message or top-level field."""
+
+    def __post_init__(self) -> None:
+        for name in _LIMIT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(
+                    f"HistoryLimits.{name} must be a whole number of at least 1, got {value!r}."
+                )
+
+
+_LIMIT_FIELDS = ("max_messages", "max_depth", "max_message_bytes", "max_total_bytes", "max_nesting")
 
 
 DEFAULT_LIMITS = HistoryLimits()

@@ -25,7 +25,7 @@ from glassagent._core.errors import (
 from glassagent._history import rows
 from glassagent._history.merging import unmergeable
 from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
-from glassagent._history.store import _short, check_chat_id
+from glassagent._history.store import _short, check_chat_id, check_store_options, check_user_id
 from glassagent._history.tree import History
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class SQLHistoryStore:
             url: ``sqlite+aiosqlite:///path/chats.db`` or
                 ``postgresql+asyncpg://user:password@host:5432/db``; ``sqlite:///``,
                 ``postgresql://`` and ``postgres://`` mean the same drivers.
-            user: The user whose chats this store holds.
+            user: The user whose chats this store holds (no control characters).
             limits: Bounds applied when loading; `HistoryLimits()` when not given.
             attachment_policy: Given to every history loaded; `AttachmentPolicy()` when not
                 given. Pass `AttachmentPolicy.safe()` when others can write the chats.
@@ -113,7 +113,11 @@ class SQLHistoryStore:
         Raises:
             ConfigurationError: For a URL that is not a SQLite or PostgreSQL one, or when
                 SQLAlchemy or the driver is not installed.
+            UserError: For a user id with control characters (`check_user_id`), or `limits`
+                or `attachment_policy` of the wrong type.
         """
+        check_user_id(user)
+        check_store_options(limits, attachment_policy)
         self._db = _open(url, dict(engine_options or {}))
         self._stored: weakref.WeakKeyDictionary[History, _Stored] = weakref.WeakKeyDictionary()
         self.user = user
@@ -181,9 +185,15 @@ class SQLHistoryStore:
         """The store of `user`'s chats, on the same database and connections.
 
         Args:
-            user: Any user id.
+            user: Any user id without control characters.
             attachment_policy: Given to every history loaded; this store's when not given.
+
+        Raises:
+            UserError: For a user id with control characters (`check_user_id`), which a
+                database cannot hold (PostgreSQL refuses NUL).
         """
+        check_user_id(user)
+        check_store_options(None, attachment_policy)
         view = SQLHistoryStore.__new__(SQLHistoryStore)
         view._db = self._db
         view._stored = self._stored

@@ -24,10 +24,46 @@ MAX_CHAT_ID_LENGTH = 128
 """The longest chat id a `HistoryStore` accepts."""
 
 _CHAT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_NOT_IN_USER_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # controls, lone surrogates
 _SUFFIX = ".json"
 _LOCK_NAME = ".glassagent-store.lock"
 _TEMP_NAME = re.compile(r"\.(.+)\.json\.[a-z0-9_]{8}\.tmp")  # write_atomic's mkstemp names
 _STALE_AFTER = 600.0  # seconds; an older temporary file is taken to belong to no save under way
+
+
+def check_user_id(user: object) -> str:
+    r"""Return `user` if every chat store can keep it as a user id.
+
+    A user id is any string without control characters (``\x00``-``\x1f``,
+    ``\x7f``-``\x9f``: NUL, newlines, escapes) and without lone surrogates, which no
+    database column (nor a UTF-8 file) can hold; ``""`` is the default user.
+
+    Raises:
+        UserError: For anything else.
+    """
+    if not isinstance(user, str):
+        raise UserError(f"A user id must be a string, got {type(user).__name__}.")
+    if _NOT_IN_USER_ID.search(user):
+        raise UserError(
+            f"Invalid user id {user!r}: it must not contain control characters (such as NUL "
+            "or a newline) or lone surrogates."
+        )
+    return user
+
+
+def check_store_options(limits: object, attachment_policy: object) -> None:
+    """Refuse `limits` and `attachment_policy` of the wrong type (each may be `None`).
+
+    Raises:
+        UserError: When one is neither `None` nor of its type.
+    """
+    if limits is not None and not isinstance(limits, HistoryLimits):
+        raise UserError(f"`limits` must be a HistoryLimits or None, got {type(limits).__name__}.")
+    if attachment_policy is not None and not isinstance(attachment_policy, AttachmentPolicy):
+        raise UserError(
+            "`attachment_policy` must be an AttachmentPolicy or None, "
+            f"got {type(attachment_policy).__name__}."
+        )
 
 
 def user_directory(root: str | os.PathLike[str], user: str) -> Path:
@@ -35,8 +71,11 @@ def user_directory(root: str | os.PathLike[str], user: str) -> Path:
 
     ``<root>/users/<the first 32 hex digits of the SHA-256 of the user id>``: any user id
     makes a safe directory name, and a user's chats are found only under their own id.
+
+    Raises:
+        UserError: For a user id with control characters (`check_user_id`).
     """
-    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(check_user_id(user).encode("utf-8")).hexdigest()[:32]
     return Path(root) / "users" / digest
 
 
@@ -103,14 +142,29 @@ class HistoryStore:
             limits: Bounds applied when loading; `HistoryLimits()` when not given.
             attachment_policy: Given to every history loaded; `AttachmentPolicy()` when not
                 given. Pass `AttachmentPolicy.safe()` when others can write the chats.
+
+        Raises:
+            UserError: When `directory` is not a path, or is a file or cannot be created, or
+                `limits` or `attachment_policy` is of the wrong type.
         """
+        if not isinstance(directory, str | os.PathLike):
+            raise UserError(f"HistoryStore needs a directory path, got {type(directory).__name__}.")
+        check_store_options(limits, attachment_policy)
         self.directory = Path(directory)
         """The directory holding the chat files."""
         self.limits = limits or DEFAULT_LIMITS
         """Bounds applied when loading."""
         self.attachment_policy = attachment_policy or DEFAULT_POLICY
         """The attachment policy given to every history loaded."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:  # a file there; no permission; a NUL in the path
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, FileExistsError):
+                reason = "it is a file, not a directory"
+            raise UserError(
+                f"Cannot use {str(self.directory)!r} as a chat store directory: {reason}."
+            ) from None
         self._next_sweep = 0.0
         with contextlib.suppress(OSError), self._locked(wait=False) as held:
             if held:  # else a save is under way: the next save sweeps
@@ -288,8 +342,11 @@ class HistoryStore:
         """The store of `user`'s chats: the directory `user_directory` names under this one.
 
         Args:
-            user: Any user id.
+            user: Any user id without control characters.
             attachment_policy: Given to every history loaded; this store's when not given.
+
+        Raises:
+            UserError: For a user id with control characters (`check_user_id`).
         """
         return HistoryStore(
             user_directory(self.directory, user),

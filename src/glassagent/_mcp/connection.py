@@ -75,6 +75,7 @@ class Connection:
 
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[InitializeResult] = loop.create_future()
+        ready.add_done_callback(_retrieved)  # a waiter that gave up leaves none unread
         self._scope = anyio.CancelScope()
         self._task = asyncio.create_task(self._hold(ready), name=f"glassagent-mcp-{self._name}")
         try:
@@ -155,6 +156,16 @@ class Connection:
         if task.done() and not task.cancelled():
             with contextlib.suppress(BaseException):
                 task.result()
+
+
+def _retrieved(future: asyncio.Future[InitializeResult]) -> None:
+    """Mark `future`'s exception as read, so asyncio logs no "never retrieved" for it.
+
+    `open` waits through `asyncio.shield`; once it gives up (a timeout, a cancellation), the
+    holder still ends the future with an error that nobody else reads.
+    """
+    if not future.cancelled():
+        future.exception()
 
 
 def _version() -> str:

@@ -33,9 +33,30 @@ _MAX_PAGES = 1000
 
 
 def _check_timeout(name: str, value: float | None) -> float | None:
-    if value is not None and not value > 0:
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise UserError(f"MCPServer: `{name}` must be a positive number of seconds or None.")
     return value
+
+
+def _check_limit(value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise UserError(
+            f"MCPServer: `max_result_chars` must be a positive integer or None, got {value!r}."
+        )
+    return value
+
+
+def _bounded(text: str, limit: int | None) -> str:
+    """`text`, or its first `limit` characters and a note saying how many were cut."""
+    if limit is None or len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return (
+        f"{text[:limit]}\n[... {cut:,} more characters cut here: the result has "
+        f"{len(text):,} characters, only the first {limit:,} are shown ...]"
+    )
 
 
 def _progress_text(progress: float, total: float | None, message: str | None) -> str:
@@ -71,6 +92,7 @@ class MCPServer:
         "_users",
         "call_timeout",
         "list_timeout",
+        "max_result_chars",
         "name",
         "start_timeout",
         "tool_prefix",
@@ -85,6 +107,7 @@ class MCPServer:
         list_timeout: float | None = 30.0,
         call_timeout: float | None = 300.0,
         tool_prefix: str | None = None,
+        max_result_chars: int | None = 100_000,
     ) -> None:
         """Describe a server; use `MCPServer.stdio` or `MCPServer.http` to make one.
 
@@ -97,6 +120,9 @@ class MCPServer:
             call_timeout: Seconds each tool call may take; past it the model is told.
             tool_prefix: Put before each tool's name (``prefix_name``), to keep apart the
                 tools of servers that use the same names.
+            max_result_chars: Most characters of a tool's result (or error) passed on; a
+                longer one keeps its start, with a note saying how much was cut. `None`
+                for no limit.
         """
         require_sdk()
         self._transport = transport
@@ -110,6 +136,8 @@ class MCPServer:
         """Seconds a tool call may take, `None` for no limit."""
         self.tool_prefix: str | None = tool_prefix
         """Put before each tool's name, with ``_``."""
+        self.max_result_chars: int | None = _check_limit(max_result_chars)
+        """Most characters of a tool's result passed on, `None` for no limit."""
         self._connection: Connection | None = None
         self._instructions: str | None = None
         self._users = 0
@@ -129,6 +157,7 @@ class MCPServer:
         list_timeout: float | None = 30.0,
         call_timeout: float | None = 300.0,
         tool_prefix: str | None = None,
+        max_result_chars: int | None = 100_000,
     ) -> MCPServer:
         """A server run as a child process, speaking MCP on its standard input and output.
 
@@ -147,10 +176,13 @@ class MCPServer:
             list_timeout: Seconds a listing request may take.
             call_timeout: Seconds each tool call may take.
             tool_prefix: Put before each tool's name, with ``_``.
+            max_result_chars: Most characters of a tool's result passed on (the start is
+                kept, with a note), `None` for no limit.
 
         Raises:
             ConfigurationError: When the ``mcp`` package is not installed.
-            UserError: On an empty command, or `args` given as one string.
+            UserError: On an empty command, `args` given as one string, or a limit that is
+                not a positive number.
         """
         transport = Stdio(command, stdio_args(args), env, cwd, stderr)
         return cls(
@@ -160,6 +192,7 @@ class MCPServer:
             list_timeout=list_timeout,
             call_timeout=call_timeout,
             tool_prefix=tool_prefix,
+            max_result_chars=max_result_chars,
         )
 
     @classmethod
@@ -173,6 +206,7 @@ class MCPServer:
         list_timeout: float | None = 30.0,
         call_timeout: float | None = 300.0,
         tool_prefix: str | None = None,
+        max_result_chars: int | None = 100_000,
     ) -> MCPServer:
         """A server reached over MCP's streamable HTTP transport, e.g. ``http://host/mcp``.
 
@@ -185,10 +219,13 @@ class MCPServer:
             list_timeout: Seconds a listing request may take.
             call_timeout: Seconds each tool call may take.
             tool_prefix: Put before each tool's name, with ``_``.
+            max_result_chars: Most characters of a tool's result passed on (the start is
+                kept, with a note), `None` for no limit.
 
         Raises:
             ConfigurationError: When the ``mcp`` package is not installed.
-            UserError: When `url` is not an http(s) URL.
+            UserError: When `url` is not an http(s) URL, or a limit is not a positive
+                number.
         """
         connect = start_timeout if start_timeout is not None else 30.0
         return cls(
@@ -198,6 +235,7 @@ class MCPServer:
             list_timeout=list_timeout,
             call_timeout=call_timeout,
             tool_prefix=tool_prefix,
+            max_result_chars=max_result_chars,
         )
 
     async def __aenter__(self) -> Self:
@@ -344,7 +382,8 @@ class MCPServer:
         """Call one of the server's tools by its own name; return its result as text.
 
         Text content is joined; images, audio and binary resources are described in a line
-        each (the model gets text only); structured content alone comes back as JSON.
+        each (the model gets text only); structured content alone comes back as JSON. Past
+        `max_result_chars`, only the start is kept, with a note saying how much was cut.
 
         Args:
             name: The tool's name on the server (without `tool_prefix`).
@@ -373,7 +412,9 @@ class MCPServer:
             )
         except Exception as exc:
             raise self._failure(f"tool {name!r}", exc, self.call_timeout) from None
-        text = result_text(result.content, result.structured_content)
+        text = _bounded(
+            result_text(result.content, result.structured_content), self.max_result_chars
+        )
         if result.is_error:
             raise ToolError(text or f"MCP tool {name!r} failed.")
         return text

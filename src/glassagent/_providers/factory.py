@@ -76,6 +76,8 @@ def _openai_compatible(**options: Any) -> BaseLLMClient:
 
 
 def _normalise(name: str) -> str:
+    if not isinstance(name, str):
+        raise ConfigurationError(f"A provider name must be a string, got {type(name).__name__}.")
     return name.strip().lower()
 
 
@@ -99,8 +101,8 @@ def register_provider(
         replace: Allow replacing a built-in or an already registered provider.
 
     Raises:
-        ConfigurationError: For a malformed name, a name already taken (unless `replace`),
-            or a factory that is not callable.
+        ConfigurationError: For a malformed name (or one that is not a string), a name
+            already taken (unless `replace`), or a factory that is not callable.
     """
     key = _normalise(name)
     if not _NAME.fullmatch(key):
@@ -183,8 +185,12 @@ def create_llm_client(
     Raises:
         ConfigurationError: For an unknown provider (the message lists the known ones,
             plugins included), a plugin that fails to load or returns no `BaseLLMClient`,
-            or when the client's own configuration is missing.
+            a `provider`, `api_key` or `model` that is not a string, or when the client's
+            own configuration is missing.
     """
+    for name, value in (("api_key", api_key), ("model", model)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(f"`{name}` must be a string, got {type(value).__name__}.")
     factory = _factory(provider)
     if api_key is not None:
         options["api_key"] = api_key

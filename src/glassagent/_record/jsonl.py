@@ -35,6 +35,8 @@ TERMINAL = frozenset({"complete", "aborted", "error", "budget_exceeded"})
 
 Path = str | os.PathLike[str]
 
+_TOO_DEEP = "its lists and objects are nested too deeply to read."
+
 
 def header(
     run_id: str | None,
@@ -158,6 +160,8 @@ def recorded(source: Iterable[Event | dict[str, Any]] | Path) -> list[tuple[Even
             pairs.append((parse_event(item), item))
         except UserError as exc:
             raise UserError(f"{where}: {exc}") from None
+        except RecursionError:
+            raise UserError(f"{where} is not an event: {_TOO_DEEP}") from None
     return pairs
 
 
@@ -176,6 +180,8 @@ def _read_lines(path: Path) -> list[tuple[str, Any]]:
             items.append((where, json.loads(text)))
         except ValueError as exc:
             raise UserError(f"{where} is not JSON: {exc}") from None
+        except RecursionError:
+            raise UserError(f"{where} is not an event: {_TOO_DEEP}") from None
     return items
 
 

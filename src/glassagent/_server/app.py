@@ -1,15 +1,15 @@
-"""The ASGI app (Starlette): authentication, bounded bodies, JSON answers and event streams."""
+"""The ASGI app (Starlette): the guard, authentication, bounded bodies, JSON answers, streams."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -18,10 +18,11 @@ from starlette.types import Receive, Scope, Send
 from glassagent._agent.run import AgentRun
 from glassagent._core.errors import UserError
 from glassagent._history.store import check_chat_id
-from glassagent._server import chats, web
+from glassagent._server import auth, chats, web
 from glassagent._server.chats import ANONYMOUS_USER, UserStores
+from glassagent._server.guard import Guard
 from glassagent._server.invoke import Invocation, ServerConfig, run_to_end
-from glassagent._server.request import InvokeError, InvokeRequest
+from glassagent._server.request import InvokeError, InvokeRequest, ServerLimits
 from glassagent._server.responses import error_response
 
 INVOKE_PATH = "/api/ai/invoke"
@@ -42,18 +43,14 @@ class AppState:
     tokens: Mapping[bytes, str] | None  # SHA-256 of each token -> its user id
 
     def user(self, request: Request) -> str:
-        """The user a request authenticates as.
+        """The user a request authenticates as (its bearer token, or the web view's cookie).
 
         Raises:
             InvokeError: 401 when the server has tokens and the request brings none of them.
         """
         if self.tokens is None:
             return ANONYMOUS_USER
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        token = token.strip()
-        user = None
-        if scheme.lower() == "bearer" and token:
-            user = self.tokens.get(hashlib.sha256(token.encode("utf-8", "replace")).digest())
+        user = auth.user_of(self.tokens, request)
         if user is None:
             raise InvokeError(
                 "Missing or unknown bearer token: send 'Authorization: Bearer <token>'.",
@@ -64,12 +61,24 @@ class AppState:
 
 
 def build_app(
-    config: ServerConfig, stores: UserStores | None, tokens: Mapping[str, str] | None
+    config: ServerConfig,
+    stores: UserStores | None,
+    tokens: Mapping[str, str] | None,
+    *,
+    allowed_hosts: frozenset[str] = frozenset(),
+    allowed_origins: frozenset[str] = frozenset(),
 ) -> Starlette:
-    """The Starlette app serving `config` (see `glassagent.server.create_app`)."""
-    hashed = None
-    if tokens is not None:
-        hashed = {hashlib.sha256(t.encode("utf-8")).digest(): user for t, user in tokens.items()}
+    """The Starlette app serving `config` (see `glassagent.server.create_app`).
+
+    `tokens` map each token to its user; `None`: no authentication. Every request passes
+    the `Guard` first.
+    """
+    guard = Middleware(
+        Guard,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        max_requests=config.limits.max_concurrent_requests,
+    )
     app = Starlette(
         routes=[
             Route(INVOKE_PATH, _invoke, methods=["POST"]),
@@ -77,8 +86,10 @@ def build_app(
             Route(CHATS_PATH, _chat, methods=["GET"]),
             Route(HEALTH_PATH, _health, methods=["GET"]),
             *web.ROUTES,
-        ]
+        ],
+        middleware=[guard],
     )
+    hashed = auth.hashed(tokens) if tokens is not None else None
     app.state.glassagent = AppState(config=config, stores=stores, tokens=hashed)
     return app
 
@@ -128,24 +139,79 @@ async def _chat_list(request: Request) -> Response:
     return JSONResponse({"chats": [{"chat_id": chat_id} for chat_id in ids]})
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+async def _read_body(request: Request, limits: ServerLimits) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed the limit, 408 when slow.
+
+    The whole body must arrive within ``limits.body_timeout`` seconds, and no pause between
+    two pieces may last ``limits.body_idle_timeout``: one timer, moved at each piece, that
+    cancels the wait (as ``asyncio.timeout``, which Python 3.10 lacks).
+    """
+    limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    while True:  # straight from ASGI: Request.stream() costs more than the JSON parsing
-        message = await request.receive()
-        if message["type"] != "http.request":  # the client left before it finished sending
-            raise InvokeError("The client disconnected.", status=400, code="disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    timer = _BodyTimer(limits)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while True:  # straight from ASGI: Request.stream() costs more than the JSON parsing
+            message = await request.receive()
+            if message["type"] != "http.request":  # the client left before it finished
+                raise InvokeError("The client disconnected.", status=400, code="disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            timer.move()
+    except asyncio.CancelledError:
+        if not timer.ours():
+            raise
+        raise InvokeError(
+            f"The request body did not arrive in time (all of it within {limits.body_timeout} "
+            f"s, and no pause of {limits.body_idle_timeout} s).",
+            status=408,
+            code="body_timeout",
+        ) from None
+    finally:
+        timer.stop()
+
+
+class _BodyTimer:
+    """Cancels the current task when the body is late; `ours` tells that cancellation apart."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.deadline = self.loop.time() + limits.body_timeout
+        self.idle = limits.body_idle_timeout
+        self.expired = False
+        self.handle = self.loop.call_at(self._next(), self._expire)
+
+    def _next(self) -> float:
+        return min(self.deadline, self.loop.time() + self.idle)
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.task is not None:
+            self.task.cancel()  # the task waits on `receive`: the only await the timer spans
+
+    def move(self) -> None:
+        """A piece arrived: the next must come within the idle time (and the deadline)."""
+        self.handle.cancel()
+        self.handle = self.loop.call_at(self._next(), self._expire)
+
+    def stop(self) -> None:
+        self.handle.cancel()
+
+    def ours(self) -> bool:
+        """Whether the cancellation came from this timer alone (then it is withdrawn)."""
+        if not self.expired:
+            return False
+        uncancel = getattr(self.task, "uncancel", None)  # Python 3.11+: count it back
+        return uncancel is None or uncancel() == 0
 
 
 def _too_large(limit: int) -> InvokeError:
@@ -161,14 +227,14 @@ async def _invoke(request: Request) -> Response:
     limits = state.config.limits
     try:
         user = state.user(request)
-        body = await _read_body(request, limits.max_body_bytes)
+        body = await _read_body(request, limits)
         invoke_request = InvokeRequest.from_json(body, limits)
         store = state.stores.get(user) if state.stores is not None else None
         invocation = Invocation(invoke_request, state.config, store)
         run = await invocation.start()
     except Exception as exc:
         response = _error(exc)
-        if isinstance(exc, InvokeError) and exc.status == 413:
+        if isinstance(exc, InvokeError) and exc.status in (408, 413):
             response.headers["Connection"] = "close"  # the rest of the body is not read
         return response
     if invoke_request.stream:

@@ -16,6 +16,7 @@ from glassagent._core.messages import ModelSettings, StopReason, Usage
 from glassagent._core.result import RunResult
 from glassagent._core.tool_choice import check_against
 from glassagent._history.model import Version
+from glassagent._history.protocol import ChatStore
 from glassagent._history.tree import History
 from glassagent._profiles.cost import Cost, client_cost
 from glassagent._server import chats
@@ -24,12 +25,12 @@ from glassagent._server.request import (
     InvokeError,
     InvokeRequest,
     ServerLimits,
+    checked_limits,
 )
 from glassagent._tools.tool import Tool, as_tool
 
 if TYPE_CHECKING:
     from glassagent._agent.hook import OnEvent
-    from glassagent._history.protocol import ChatStore
 
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
 """One client (its ``model`` is its id), or clients by model id (the first is the default)."""
@@ -132,6 +133,7 @@ def make_config(
         ConfigurationError: For no model, a non-client, two tools of one name, a budget
             with a ``max_cost`` on a model that cannot be priced in its currency, or an
             `on_event` that is not callable.
+        UserError: For `limits` that are not a `ServerLimits`.
     """
     if on_event is not None and not callable(on_event):
         raise ConfigurationError(f"`on_event` must be callable, got {type(on_event).__name__}.")
@@ -155,7 +157,7 @@ def make_config(
         if wrapped.name in by_name:
             raise ConfigurationError(f"Two tools are named {wrapped.name!r}.")
         by_name[wrapped.name] = wrapped
-    limits = limits or DEFAULT_SERVER_LIMITS
+    limits = checked_limits(limits)
     if limits.budget is not None and limits.budget.max_cost is not None:
         for client in clients.values():
             check_priced(client, limits.budget.currency)
@@ -394,11 +396,23 @@ async def invoke(
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).
+        UserError: For a `request` that is not an `InvokeRequest` (read a parsed body with
+            `InvokeRequest.from_dict`), a `store` that is not a `ChatStore`, or `limits`
+            that are not a `ServerLimits`.
         ConfigurationError: For a cost budget on a model that cannot be priced.
         HistoryConflictError: When the stored chat could not be updated (409).
         GlassAgentError: The run's error when it fails (`ProviderError`,
             `MaxIterationsExceeded`, ...), with ``.result`` set.
     """
+    if not isinstance(request, InvokeRequest):
+        raise UserError(
+            f"invoke() takes an InvokeRequest, not {type(request).__name__}: read a parsed "
+            "body with InvokeRequest.from_dict(body)."
+        )
+    if store is not None and not isinstance(store, ChatStore):
+        raise UserError(
+            f"`store` must be a ChatStore (e.g. a HistoryStore), not {type(store).__name__}."
+        )
     config = make_config(
         clients, tools, system=system, settings=settings, limits=limits, on_event=on_event
     )

@@ -31,6 +31,18 @@ SERVER_HISTORY_LIMITS = HistoryLimits(
 """The bounds a posted history must respect by default (`ServerLimits.history`)."""
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServerLimits:
     """Bounds on what one request may ask of the server; input beyond them is refused."""
@@ -54,28 +66,86 @@ class ServerLimits:
     budget: Budget | None = None
     """What the run of one request may spend (cost, tokens, model calls; `None`: no limit).
     A run it stops ends with status ``budget_exceeded``, its turn kept like a finished one."""
+    body_timeout: float = 15.0
+    """Seconds a request body may take to arrive, from the end of its headers; a slower one
+    gets 408 and its connection is closed."""
+    body_idle_timeout: float = 5.0
+    """Seconds a request body may pause between two of its pieces; a longer pause gets 408."""
+    max_concurrent_requests: int = 100
+    """The most requests the app handles at once, event streams included; one more gets 503
+    with ``Retry-After: 1``."""
+    max_connections: int = 500
+    """The most open connections (and requests) `serve` and `aserve` accept (uvicorn's
+    ``limit_concurrency``); a request beyond them gets uvicorn's plain 503."""
+    keep_alive_timeout: float = 5.0
+    """Seconds `serve` and `aserve` keep an idle connection open after an answer (uvicorn's
+    ``timeout_keep_alive``)."""
+    header_timeout: float = 10.0
+    """Seconds a connection of `serve` or `aserve` may take to send a request's headers,
+    from its opening or the end of its previous answer; then it is closed. Also bounds how
+    long a client may go on sending a body the app answered without reading."""
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_iterations", "save_attempts"):
+        for name in _COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"ServerLimits.{name} must be a positive integer.")
-        if self.run_timeout is not None and not self.run_timeout > 0:
-            raise UserError("ServerLimits.run_timeout must be a positive number of seconds.")
+                raise UserError(f"ServerLimits.{name} must be a positive integer, not {value!r}.")
+        for name in _SECONDS:
+            value = getattr(self, name)
+            if value is None and name == "run_timeout":
+                continue
+            if not _is_number(value) or not value > 0:
+                raise UserError(
+                    f"ServerLimits.{name} must be a positive number of seconds, not {value!r}."
+                )
+        if not isinstance(self.history, HistoryLimits):
+            raise UserError(
+                f"ServerLimits.history must be a HistoryLimits, not {type(self.history).__name__}."
+            )
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise UserError(
                 f"ServerLimits.budget must be a Budget, not {type(self.budget).__name__}."
             )
 
 
+_COUNTS = (
+    "max_body_bytes",
+    "max_iterations",
+    "save_attempts",
+    "max_concurrent_requests",
+    "max_connections",
+)
+_SECONDS = (
+    "run_timeout",
+    "body_timeout",
+    "body_idle_timeout",
+    "keep_alive_timeout",
+    "header_timeout",
+)
+
+
 DEFAULT_SERVER_LIMITS = ServerLimits()
+
+
+def checked_limits(limits: ServerLimits | None) -> ServerLimits:
+    """`limits`, or the defaults when `None`.
+
+    Raises:
+        UserError: When `limits` is not a `ServerLimits`.
+    """
+    if limits is None:
+        return DEFAULT_SERVER_LIMITS
+    if not isinstance(limits, ServerLimits):
+        raise UserError(f"`limits` must be a ServerLimits, not {type(limits).__name__}.")
+    return limits
 
 
 class InvokeError(GlassAgentError):
     """A request the server refuses, with the HTTP status that says why.
 
     Attributes:
-        status: The HTTP status: 400 (unknown model or tool), 401, 404, 413 or 422.
+        status: The HTTP status: 400 (unknown model or tool), 401, 404, 408 (a body too
+            slow to arrive), 413 or 422.
         code: A short stable name for the refusal, e.g. ``"invalid_request"``.
         problems: Every problem found, with its location in the request (for 422).
     """
@@ -147,7 +217,7 @@ class InvokeRequest:
     """Request fields this server does not know; they are ignored."""
 
     @classmethod
-    def from_json(cls, body: bytes, limits: ServerLimits | None = None) -> InvokeRequest:
+    def from_json(cls, body: bytes | str, limits: ServerLimits | None = None) -> InvokeRequest:
         """Parse and validate a request body.
 
         Args:
@@ -156,7 +226,13 @@ class InvokeRequest:
 
         Raises:
             InvokeError: 422, listing every problem found.
+            UserError: When `body` is neither bytes nor a string.
         """
+        if not isinstance(body, (bytes, bytearray, str)):
+            raise UserError(
+                "InvokeRequest.from_json takes the body as bytes or a string, "
+                f"not {type(body).__name__}; use from_dict for parsed JSON."
+            )
         try:
             data = json.loads(body)
         except RecursionError:
@@ -179,7 +255,7 @@ class InvokeRequest:
             InvokeError: 422, listing every problem found (a history's with locations under
                 ``history``).
         """
-        limits = limits or DEFAULT_SERVER_LIMITS
+        limits = checked_limits(limits)
         if not isinstance(data, dict):
             raise _invalid("$", f"the body must be a JSON object, not {_kind(data)}")
         problems: list[HistoryProblem] = []
@@ -333,18 +409,6 @@ def _summary(problems: Sequence[HistoryProblem]) -> str:
 def _invalid(location: str, message: str) -> InvokeError:
     problem = HistoryProblem(location, message)
     return InvokeError(_summary([problem]), status=422, code="invalid_request", problems=[problem])
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _kind(value: Any) -> str:

@@ -24,6 +24,9 @@ from glassagent._server.request import InvokeError
 
 logger = logging.getLogger("glassagent.server")
 
+MAX_PROBLEMS = 20
+"""The most problems an error answer lists (the first ones); ``problem_count`` tells all."""
+
 # (error class, HTTP status, code): the first match wins, so subclasses come first.
 _STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (HistoryValidationError, 422, "invalid_history"),
@@ -43,7 +46,8 @@ _STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
 def error_response(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The status, JSON body and headers that answer a request that failed with `exc`.
 
-    The body is ``{"error": {"code", "type", "message", "problems"?}}``. A provider's
+    The body is ``{"error": {"code", "type", "message", "problems"?, "problem_count"?}}``:
+    at most the first `MAX_PROBLEMS` problems, and how many there are. A provider's
     ``Retry-After`` is passed on with 429 and 503. Errors that are not glassagent's get a
     generic 500 (logged here with their traceback); nothing else is logged.
     """
@@ -65,7 +69,9 @@ def error_response(exc: BaseException) -> tuple[int, dict[str, Any], dict[str, s
     error: dict[str, Any] = {"code": code, "type": kind, "message": message}
     problems = getattr(exc, "problems", None)
     if isinstance(exc, (InvokeError, HistoryValidationError)) and problems:
-        error["problems"] = [{"location": p.location, "message": p.message} for p in problems]
+        shown = problems[:MAX_PROBLEMS]
+        error["problems"] = [{"location": p.location, "message": p.message} for p in shown]
+        error["problem_count"] = len(problems)
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(exc, ProviderError) and retry_after is not None and status in (429, 503):
         seconds = max(0, math.ceil(retry_after))

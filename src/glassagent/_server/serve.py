@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +12,9 @@ from glassagent._core.errors import ConfigurationError
 from glassagent._core.messages import ModelSettings
 from glassagent._history.protocol import ChatStore
 from glassagent._providers.http import is_loopback
-from glassagent._server.chats import UserStores
+from glassagent._server.chats import ANONYMOUS_USER, UserStores
 from glassagent._server.invoke import ModelsLike, make_config
+from glassagent._server.listen import make_server, signals_kept, tokens_hidden
 from glassagent._server.request import ServerLimits
 from glassagent._tools.tool import Tool
 
@@ -34,10 +32,13 @@ def create_app(
     tools: Iterable[Tool | Callable[..., Any]] = (),
     store: str | os.PathLike[str] | ChatStore | None = None,
     tokens: Mapping[str, str] | None = None,
+    access_token: str | None = None,
     limits: ServerLimits | None = None,
     system: str | None = None,
     settings: ModelSettings | None = None,
     on_event: OnEvent | None = None,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> Starlette:
     """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
 
@@ -47,6 +48,15 @@ def create_app(
     with the agent and shows each step as it streams (its files under ``/static/``).
     Serve it with `serve`, or with any ASGI server (``uvicorn.run(app)``).
 
+    Whatever the tokens, the app answers only requests whose ``Host`` is a loopback name or
+    address, the address the request came to, or one of `allowed_hosts` (else 403: a web
+    page of another name that resolves to this machine, DNS rebinding, is refused); refuses
+    requests another web site made (an ``Origin`` not the request's own, or
+    ``Sec-Fetch-Site: cross-site`` or ``same-site``; 403) unless their origin is one of
+    `allowed_origins`; takes only JSON (``Content-Type: application/json``, else 415) in a
+    ``POST``; and handles at most ``limits.max_concurrent_requests`` requests at once (503).
+    Every answer carries ``X-Content-Type-Options: nosniff``.
+
     Args:
         model: The model client, or clients by ``model_id`` (the first is the default).
         tools: Every tool the server offers; a request picks among them (``active_tools``).
@@ -55,22 +65,34 @@ def create_app(
             `ChatStore`, e.g. an `SQLHistoryStore` on SQLite or PostgreSQL (its schema
             created), each user's chats its `for_user`. `None`: no chats are kept, and
             ``chat_id`` is refused.
-        tokens: Bearer tokens mapped to user ids (see `load_tokens`). `None`: one anonymous
-            user, no authentication (`serve` then binds loopback addresses only).
+        tokens: Bearer tokens mapped to user ids (see `load_tokens`), for several users.
+        access_token: One bearer token for the one anonymous user (what ``glassagent
+            serve`` makes at each start, e.g. with ``secrets.token_urlsafe(32)``). Not with
+            `tokens`. With neither, every request is the anonymous user, unauthenticated
+            (`serve` then binds loopback addresses only); the host and origin checks still
+            keep web pages of other sites out.
         limits: Bounds on requests; `ServerLimits()` when not given.
         system: System instructions for requests that bring none.
         settings: Generation settings under each request's ``params``.
         on_event: Given each event of every run the app makes, as it is emitted (see
             ``Agent(on_event=...)``): to trace the runs (`glassagent.otel.EventTracer`) or
             record them.
+        allowed_hosts: More names (or addresses) the server answers to, e.g. its public
+            name behind a proxy: ``["agent.example.com"]``, without port; ``"*"`` for any.
+        allowed_origins: Web origins whose requests are taken even though they are not the
+            request's own (``"https://app.example.com"``), e.g. the public origin of a proxy
+            that rewrites ``Host``.
 
     Raises:
-        ConfigurationError: For no model, clashing tool names, invalid tokens, a `store`
-            that is neither a directory nor a `ChatStore`, an `on_event` that is not
-            callable, or when Starlette is not installed.
+        ConfigurationError: For no model, clashing tool names, invalid tokens, both `tokens`
+            and `access_token`, an allowed host or origin that is not one, a `store` that is
+            neither a directory nor a `ChatStore`, an `on_event` that is not callable, or
+            when Starlette is not installed.
+        UserError: For `limits` that are not a `ServerLimits`.
     """
     try:
         from glassagent._server.app import build_app
+        from glassagent._server.hosts import check_allowed_hosts, check_allowed_origins
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ConfigurationError(f"create_app needs Starlette: {_INSTALL}") from exc
     config = make_config(
@@ -83,7 +105,26 @@ def create_app(
         raise ConfigurationError(
             f"`store` must be a directory or a ChatStore, not {type(store).__name__}."
         )
-    return build_app(config, stores, check_tokens(tokens) if tokens is not None else None)
+    return build_app(
+        config,
+        stores,
+        _users(tokens, access_token),
+        allowed_hosts=check_allowed_hosts(allowed_hosts),
+        allowed_origins=check_allowed_origins(allowed_origins),
+    )
+
+
+def _users(tokens: Mapping[str, str] | None, access_token: str | None) -> dict[str, str] | None:
+    """Each token's user: `tokens` checked, or `access_token` for the anonymous user."""
+    if access_token is None:
+        return check_tokens(tokens) if tokens is not None else None
+    if tokens is not None:
+        raise ConfigurationError("Give `tokens` (several users) or `access_token`, not both.")
+    if not isinstance(access_token, str) or not access_token.strip():
+        raise ConfigurationError("`access_token` must be a non-empty string.")
+    if access_token != access_token.strip():
+        raise ConfigurationError("`access_token` must not begin or end with spaces.")
+    return {access_token: ANONYMOUS_USER}
 
 
 def check_tokens(tokens: Any) -> dict[str, str]:
@@ -155,11 +196,16 @@ def serve(
     port: int = 8000,
     log_level: str = "info",
     access_log: bool = True,
+    on_started: Callable[[str], None] | None = None,
 ) -> None:
     """Serve an app made by `create_app` with uvicorn until interrupted (blocks).
 
     Without tokens, only a loopback host is accepted (`check_host`). Port 0 picks a free
-    port; uvicorn's log line ``Uvicorn running on http://HOST:PORT`` names it.
+    port; uvicorn's log line ``Uvicorn running on http://HOST:PORT`` names it, and so does
+    `on_started`. The app's `ServerLimits` bound the connections: how many are open
+    (``max_connections``), how long one may take to send a request's headers
+    (``header_timeout``) and stay idle (``keep_alive_timeout``). The access log shows the
+    web view's ``?token=`` as ``[hidden]``.
 
     Args:
         app: The app.
@@ -167,13 +213,32 @@ def serve(
         port: The port to bind.
         log_level: uvicorn's log level (``"info"``, ``"warning"``, ...).
         access_log: Log one line per request.
+        on_started: Called with the server's address (``http://HOST:PORT``, the port
+            bound) once it listens.
 
     Raises:
         ConfigurationError: For an app not made by `create_app`, a non-loopback host
-            without tokens, or when uvicorn is not installed.
+            without tokens, an address that cannot be bound (uvicorn logs why), or when
+            uvicorn is not installed.
     """
-    uvicorn = _checked(app, host, "serve")
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+    uvicorn, limits = _checked(app, host, "serve")
+    server = make_server(
+        uvicorn,
+        app,
+        limits,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        on_started=on_started,
+    )
+    with tokens_hidden():
+        try:
+            server.run()
+        except KeyboardInterrupt:  # uvicorn raises the SIGINT it handled again
+            pass
+        except SystemExit:  # uvicorn's way to report a failed start, logged already
+            raise ConfigurationError(f"The server could not start on {host}:{port}.") from None
 
 
 async def aserve(
@@ -183,6 +248,7 @@ async def aserve(
     port: int = 8000,
     log_level: str = "info",
     access_log: bool = True,
+    on_started: Callable[[str], None] | None = None,
 ) -> None:
     """Serve an app made by `create_app` with uvicorn in the running event loop.
 
@@ -191,7 +257,8 @@ async def aserve(
     stopped, so they are closed after it. SIGINT (Ctrl-C) and SIGTERM stop it: uvicorn
     finishes the open requests, and the signal is not raised again afterwards, so the
     caller's cleanup runs. Port 0 picks a free port; uvicorn's log line ``Uvicorn running
-    on http://HOST:PORT`` names it.
+    on http://HOST:PORT`` names it, and so does `on_started`. The connections are bounded
+    as by `serve`.
 
     Args:
         app: The app.
@@ -199,24 +266,38 @@ async def aserve(
         port: The port to bind.
         log_level: uvicorn's log level (``"info"``, ``"warning"``, ...).
         access_log: Log one line per request.
+        on_started: Called with the server's address (``http://HOST:PORT``, the port
+            bound) once it listens.
 
     Raises:
         ConfigurationError: For an app not made by `create_app`, a non-loopback host
             without tokens, an address that cannot be bound (uvicorn logs why), or when
             uvicorn is not installed.
     """
-    uvicorn = _checked(app, host, "aserve")
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log)
-    server = uvicorn.Server(config)
-    with _signals_kept():
+    uvicorn, limits = _checked(app, host, "aserve")
+    server = make_server(
+        uvicorn,
+        app,
+        limits,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        on_started=on_started,
+    )
+    with signals_kept(), tokens_hidden():
         try:
             await server.serve()
         except SystemExit:  # uvicorn's way to report a failed start, logged already
             raise ConfigurationError(f"The server could not start on {host}:{port}.") from None
 
 
-def _checked(app: Starlette, host: str, name: str) -> Any:
-    """uvicorn, after checking that `app` is `create_app`'s and may serve on `host`."""
+def _checked(app: Starlette, host: str, name: str) -> tuple[Any, ServerLimits]:
+    """The uvicorn module and the app's limits, once `app` is known to be `create_app`'s.
+
+    Raises:
+        ConfigurationError: For another app, or a `host` it may not serve on.
+    """
     state = getattr(app.state, "glassagent", None)
     if state is None:
         raise ConfigurationError(f"{name}() runs apps made by glassagent.server.create_app.")
@@ -225,27 +306,5 @@ def _checked(app: Starlette, host: str, name: str) -> Any:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ConfigurationError(f"{name} needs uvicorn: {_INSTALL}") from exc
-    return uvicorn
-
-
-@contextmanager
-def _signals_kept() -> Iterator[None]:
-    """SIGINT and SIGTERM handled by a no-op meanwhile, the former handlers restored after.
-
-    uvicorn handles both while it serves, then restores the handlers it found and raises
-    the signal again: this no-op receives it, so the process goes on to its cleanup.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # uvicorn handles no signals outside the main thread either
-        return
-    handled = [signal.SIGINT, signal.SIGTERM]
-    former = {number: signal.signal(number, _ignore) for number in handled}
-    try:
-        yield
-    finally:
-        for number, handler in former.items():
-            signal.signal(number, handler)
-
-
-def _ignore(number: int, frame: object) -> None:
-    """A signal handler that does nothing."""
+    limits: ServerLimits = state.config.limits
+    return uvicorn, limits

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeAlias
 
@@ -17,8 +17,16 @@ from glassagent._core.messages import ToolCall
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import Tool
 from glassagent._workspace import files, listing
-from glassagent._workspace.command import MAX_COMMAND_SECONDS, CommandOutcome, run_command
+from glassagent._workspace.command import (
+    MAX_COMMAND_SECONDS,
+    CommandOutcome,
+    CommandSetup,
+    checked_env,
+    run_command,
+)
 from glassagent._workspace.paths import Confinement
+from glassagent._workspace.sandbox import SandboxMode
+from glassagent._workspace.sandbox import plan as sandbox_plan
 
 Confirm: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
 """``confirm(call) -> bool`` (or an awaitable of it): may this change go ahead?
@@ -41,6 +49,12 @@ class Workspace:
     ``allow_commands=True``, ``execute_command``. Every path the model gives is resolved in
     `root`: one that leads outside it (``..``, an absolute path elsewhere, a symbolic link
     pointing out) is refused with an error result the model reads, and the run goes on.
+    Symbolic links that stay inside (``latest -> v2/``) are followed. On POSIX systems the
+    file tools are race-free: a path is walked from a descriptor of `root`, one folder at a
+    time, without following a link the walk has not checked, so a folder or file swapped for
+    a link while a tool runs cannot lead it outside. A file with several hard links (one may
+    be outside) is neither read nor changed, and a FIFO is refused without waiting. On
+    Windows a path is checked once, then used by name: not race-free.
 
     - ``list_files`` lists a folder at every depth, folders marked with a trailing ``/``,
       skipping ``.git``, ``node_modules``, ``__pycache__``, ``.venv`` and the like; at most
@@ -52,15 +66,19 @@ class Workspace:
       then a rename; the file keeps its mode) and creates missing folders.
     - ``edit_file`` replaces one exact occurrence of a text; none or several are an error
       result saying which.
-    - ``execute_command`` runs a ``sh`` command line in `root`, in a process group of its
-      own, without input. Each output line is a ``tool_progress`` event as it comes; the
-      result holds the output (at most `max_output_bytes`, cut in the middle) and the exit
-      code. Its timeout (60 s unless the model asks otherwise, 600 s at most) kills the whole
-      group, and so do the end of the command, an abort and a cancellation: nothing it
-      started outlives the call. Environment variables whose names look like secrets
-      (``API_KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD``, ``CREDENTIAL``) are left out of
-      its environment, so that a command cannot hand a key to the model. Commands are not
-      confined like paths: a command reaches whatever the program can reach.
+    - ``execute_command`` runs a ``sh`` command line in `root`, without input. Each output
+      line is a ``tool_progress`` event as it comes; the result holds the output (at most
+      `max_output_bytes`, cut in the middle) and the exit code. Its timeout (60 s unless the
+      model asks otherwise, 600 s at most) stops it, and so do the end of the command, an
+      abort and a cancellation. On Linux it runs in a sandbox (`sandbox`): namespaces of its
+      own (user, mount, PID, IPC, and network unless `allow_network`) and Landlock; it may
+      write only in `root`, its own ``$TMPDIR`` and a private ``/tmp``, reads the rest of
+      the file system, sees only its own processes, and when it ends everything it started
+      ends with it. Without the sandbox it runs in a process group of its own, which is
+      killed; a process that leaves the group (``setsid``) escapes that. Either way its
+      environment holds only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TERM``, ``USER``,
+      ``LOGNAME``, ``SHELL``, ``TZ``, ``TMPDIR`` (a new folder per command, removed after
+      it) and what `env` passes: no API key or other secret of the agent's environment.
 
     Example:
         ```python
@@ -70,13 +88,19 @@ class Workspace:
     """
 
     __slots__ = (
+        "_commands",
         "_confinement",
         "_tools",
         "allow_commands",
+        "allow_network",
         "confirm",
+        "env",
         "max_output_bytes",
         "max_read_bytes",
         "requires_approval",
+        "sandbox",
+        "sandbox_status",
+        "sandboxed",
     )
 
     def __init__(
@@ -88,6 +112,9 @@ class Workspace:
         requires_approval: bool = False,
         max_read_bytes: int = 100_000,
         max_output_bytes: int = 30_000,
+        sandbox: SandboxMode = "auto",
+        allow_network: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """Give the model the folder `root`.
 
@@ -109,10 +136,20 @@ class Workspace:
                 in parts, with a note telling the model where to read on.
             max_output_bytes: Most bytes of a command's output sent to the model; longer
                 output keeps its start and its end, with a note where it was cut.
+            sandbox: Where commands run. ``"auto"``: in the sandbox where this machine can
+                make it (`sandbox_support`), otherwise without one, with a warning on the
+                ``glassagent`` logger (once per process). ``"required"``: in the sandbox, or
+                a `UserError` here. ``"off"``: without one.
+            allow_network: Let sandboxed commands use the network (no network namespace of
+                their own). Without it they have only a loopback interface of their own.
+            env: Variables to give every command (names to values), besides the few passed
+                from the agent's environment; they replace those of the same name.
 
         Raises:
             UserError: When `root` is not an existing folder, a limit is not a positive
-                integer, `confirm` is not callable, or commands are asked for on Windows.
+                integer, `confirm` is not callable, `sandbox` or `env` is invalid, commands
+                are asked for on Windows, or ``sandbox="required"`` where the sandbox
+                cannot be made.
         """
         for name, value in (
             ("max_read_bytes", max_read_bytes),
@@ -135,11 +172,29 @@ class Workspace:
         """Most bytes one ``read_file`` call reads."""
         self.max_output_bytes: int = max_output_bytes
         """Most bytes of a command's output sent to the model."""
+        self.env: Mapping[str, str] = checked_env(env)
+        """Variables given to every command, besides the allowed ones (read-only)."""
+        self.sandbox: SandboxMode = sandbox
+        """The sandbox mode asked for: ``"auto"``, ``"required"`` or ``"off"``."""
+        self.allow_network: bool = bool(allow_network)
+        """Whether sandboxed commands may use the network."""
+        sandboxed, status = sandbox_plan(
+            sandbox, allow_commands=allow_commands, allow_network=self.allow_network
+        )
+        self.sandboxed: bool = sandboxed
+        """Whether commands run in the sandbox."""
+        self.sandbox_status: str = status
+        """One line saying how commands run, e.g. "commands run in a sandbox (Linux
+        namespaces, Landlock ABI 7); no network" or "commands run WITHOUT a sandbox: ..."."""
+        self._commands = CommandSetup(self.env, sandboxed, self.allow_network)
         self._tools = self._make_tools()
 
     @property
     def root(self) -> Path:
-        """The workspace folder, absolute, symbolic links resolved."""
+        """The workspace folder, absolute, symbolic links resolved once, when it was given.
+
+        If that folder is later moved or replaced, the file tools refuse to work.
+        """
         return self._confinement.root
 
     @property
@@ -148,7 +203,8 @@ class Workspace:
         return self._tools
 
     def __repr__(self) -> str:
-        return f"Workspace(root={str(self.root)!r}, allow_commands={self.allow_commands})"
+        commands = f", sandboxed={self.sandboxed}" if self.allow_commands else ""
+        return f"Workspace(root={str(self.root)!r}, allow_commands={self.allow_commands}{commands})"
 
     def _make_tools(self) -> tuple[Tool, ...]:
         rule = self._would_change if self.requires_approval else False
@@ -170,10 +226,11 @@ class Workspace:
             return True
         path = str(call.input.get("path", ""))
         try:
-            resolved = self._confinement.resolve(path)
             if call.name == "edit_file":
                 old, new = str(call.input.get("old", "")), str(call.input.get("new", ""))
-                await asyncio.to_thread(files.edited, resolved, path, old, new)
+                await asyncio.to_thread(files.edited, self._confinement, path, old, new)
+            else:
+                await asyncio.to_thread(self._confinement.check, path)
         except ToolError:
             return False
         return True
@@ -204,8 +261,7 @@ class Workspace:
             pattern: Only entries matching this glob, e.g. "*.py". A pattern without "/" is
                 matched against names, one with "/" against paths under `path`.
         """
-        folder = self._confinement.resolve(path)
-        return listing.list_entries(folder, self.root, pattern, path)
+        return listing.list_entries(self._confinement, path, pattern)
 
     def _read_file(
         self, path: str, offset: Offset | None = None, limit: Offset | None = None
@@ -220,8 +276,7 @@ class Workspace:
             offset: The line number to start at (1 is the first line).
             limit: The most lines to show.
         """
-        resolved = self._confinement.resolve(path)
-        return files.read_lines(resolved, path, offset, limit, self.max_read_bytes)
+        return files.read_lines(self._confinement, path, offset, limit, self.max_read_bytes)
 
     async def _write_file(self, path: str, content: str) -> str:
         """Write a whole file of the workspace: create it, or replace all of its content.
@@ -235,7 +290,7 @@ class Workspace:
         return await asyncio.to_thread(self._write, path, content)
 
     def _write(self, path: str, content: str) -> str:
-        return files.write_text(self._confinement.resolve(path), path, content)
+        return files.write_text(self._confinement, path, content)
 
     async def _edit_file(self, path: str, old: str, new: str) -> str:
         """Replace one exact piece of text in a file of the workspace.
@@ -252,7 +307,7 @@ class Workspace:
         return await asyncio.to_thread(self._edit, path, old, new)
 
     def _edit(self, path: str, old: str, new: str) -> str:
-        return files.apply_edit(self._confinement.resolve(path), path, old, new)
+        return files.apply_edit(self._confinement, path, old, new)
 
     async def _execute_command(
         self, command: str, ctx: ToolContext[Any], timeout: Seconds = 60
@@ -276,6 +331,7 @@ class Workspace:
             max_output_bytes=self.max_output_bytes,
             on_line=ctx.progress_nowait,
             abort=ctx.abort_event,
+            setup=self._commands,
         )
         return _report(outcome, seconds)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TextIO
 
 from glassagent import __version__
-from glassagent.cli._options import Options, ServeOptions, UsageError, parse
+from glassagent.cli._options import DoctorOptions, Options, ServeOptions, UsageError, parse
 from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
+from glassagent.cli._sandbox import doctor
 from glassagent.cli._serve import run_serving, serve_command
 from glassagent.cli._session import (
     EXIT_ABORTED,
@@ -29,7 +30,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line ``glassagent [chat|run|serve] [options]``; return its exit code.
+    """Run the command line ``glassagent [chat|run|serve|doctor] [options]``; its exit code.
 
     The console scripts ``glassagent`` and ``ai-agent`` and ``python -m glassagent`` call it.
     Exit codes: 0 when the command completed (``serve``: stopped by Ctrl-C or SIGTERM), 1 on
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # after --help or --version
         return exc.code if isinstance(exc.code, int) else 0
+    if isinstance(options, DoctorOptions):
+        return doctor(options, sys.stdout)
     errors = human_view(sys.stderr, colour=_is_terminal(sys.stderr))
     try:
         if isinstance(options, ServeOptions):  # on uvloop when it is installed

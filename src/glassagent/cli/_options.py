@@ -1,11 +1,13 @@
 """The command line's grammar: `parse` turns arguments into options, or a `UsageError`.
 
-`Options` are those of ``chat`` and ``run``, `ServeOptions` those of ``serve``.
+`Options` are those of ``chat`` and ``run``, `ServeOptions` those of ``serve``,
+`DoctorOptions` those of ``doctor``.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -23,7 +25,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 """The port ``serve`` binds unless ``--port`` says otherwise."""
 
-_COMMANDS = ("chat", "run", "serve")
+_COMMANDS = ("chat", "run", "serve", "doctor")
+_ENV_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", re.DOTALL)
 _HELP_FLAGS = ("-h", "--help", "--version")
 
 
@@ -65,6 +68,22 @@ class Options:
     """The most one turn's model calls may cost, in the model's currency (`None`: no limit)."""
     max_turn_tokens: int | None = None
     """The most tokens one turn's model calls may use (`None`: no limit)."""
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    """Where commands run: in the sandbox where possible, only there, or never there."""
+    allow_network: bool = False
+    """Whether sandboxed commands may use the network."""
+    env: tuple[str, ...] = ()
+    """``--env`` entries: ``NAME`` (its value here) or ``NAME=VALUE``, given to commands."""
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What ``glassagent doctor`` was asked for (nothing yet)."""
+
+    command: Literal["doctor"] = "doctor"
+    """Always ``doctor``."""
+    debug: bool = False
+    """Show tracebacks of errors."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,8 @@ class ServeOptions:
     port: int
     """The port to bind (0: a free one)."""
     tokens: Path | None
-    """A JSON file mapping bearer tokens to user ids; `None`: one anonymous user."""
+    """A JSON file mapping bearer tokens to user ids; `None`: one anonymous user, with a
+    random token made at each start (unless `no_token`)."""
     max_iterations: int
     """Most model calls per request (the server's maximum and default)."""
     system: str | None
@@ -100,6 +120,18 @@ class ServeOptions:
     """The most tokens one request's model calls may use."""
     debug: bool
     """Show tracebacks of errors."""
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    """Where commands run: in the sandbox where possible, only there, or never there."""
+    allow_network: bool = False
+    """Whether sandboxed commands may use the network."""
+    env: tuple[str, ...] = ()
+    """``--env`` entries: ``NAME`` (its value here) or ``NAME=VALUE``, given to commands."""
+    no_token: bool = False
+    """Serve the anonymous user without any token (loopback hosts only)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """More host names the server answers to (``--allowed-host``)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Web origins whose requests are taken (``--allowed-origin``)."""
     command: Literal["serve"] = "serve"
     """Always ``serve``."""
 
@@ -136,6 +168,39 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
     return value
+
+
+def _env_entry(text: str) -> str:
+    if not _ENV_ENTRY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected NAME or NAME=VALUE, got {text!r}")
+    return text
+
+
+def _sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the command sandbox (``chat``, ``run`` and ``serve``)."""
+    add = parser.add_argument
+    add(
+        "--sandbox",
+        choices=("auto", "required", "off"),
+        default="auto",
+        help="where commands run: auto (the default) in a sandbox where this machine can make "
+        "one (Linux: namespaces and Landlock; see `glassagent doctor`), else without; "
+        "required: only in one; off: never in one",
+    )
+    add(
+        "--allow-network",
+        action="store_true",
+        help="let sandboxed commands use the network (they have none otherwise)",
+    )
+    add(
+        "--env",
+        metavar="NAME[=VALUE]",
+        type=_env_entry,
+        action="append",
+        default=[],
+        help="give commands this variable (NAME alone: its value here); repeatable. They get "
+        "only PATH, HOME, LANG, LC_*, TERM, USER, LOGNAME, SHELL, TZ and TMPDIR otherwise",
+    )
 
 
 def _shared() -> _Parser:
@@ -201,6 +266,7 @@ def _common() -> _Parser:
         help="continue the conversation in FILE and save it there (standard history format)",
     )
     add("--json", action="store_true", help="print each event as one JSON line on stdout")
+    _sandbox_options(common)
     return common
 
 
@@ -233,7 +299,29 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         metavar="FILE",
         type=Path,
         help="a JSON object mapping bearer tokens to user ids (without it: one anonymous "
-        "user, and only a loopback --host)",
+        "user with a random token made at each start, and only a loopback --host)",
+    )
+    add(
+        "--no-token",
+        action="store_true",
+        help="no token at all (loopback --host only): any program or user of this machine "
+        "can then drive the agent and its tools",
+    )
+    add(
+        "--allowed-host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="also answer requests for HOST (e.g. the server's name behind a proxy); "
+        "repeatable; '*' for any",
+    )
+    add(
+        "--allowed-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="also take requests made by web pages of ORIGIN (e.g. https://app.example.com); "
+        "repeatable",
     )
     add(
         "--workspace",
@@ -257,7 +345,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"glassagent {version}")
     commands = parser.add_subparsers(
-        dest="command", metavar="{chat,run,serve}", parser_class=_Parser
+        dest="command", metavar="{chat,run,serve,doctor}", parser_class=_Parser
     )
     shared, common = _shared(), _common()
     commands.add_parser(
@@ -283,10 +371,17 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "Needs the server extra: pip install 'glassagent[server]'.",
     )
     _serve_options(serve)
+    _sandbox_options(serve)
+    commands.add_parser(
+        "doctor",
+        help="show what this machine supports (the command sandbox)",
+        description="Shows whether commands can run in a sandbox here, and why not. Exit code "
+        "0 when they can, 1 when not.",
+    )
     return parser
 
 
-def parse(argv: Sequence[str], version: str) -> Options | ServeOptions:
+def parse(argv: Sequence[str], version: str) -> Options | ServeOptions | DoctorOptions:
     """Parse the command line (without the program name); no command means ``chat``.
 
     Raises:
@@ -297,6 +392,8 @@ def parse(argv: Sequence[str], version: str) -> Options | ServeOptions:
     if not args or (args[0] not in _COMMANDS and args[0] not in _HELP_FLAGS):
         args.insert(0, "chat")
     ns = build_parser(version).parse_args(args)
+    if ns.command == "doctor":
+        return DoctorOptions()
     if ns.command == "serve":
         return ServeOptions(
             provider=ns.provider,
@@ -313,6 +410,12 @@ def parse(argv: Sequence[str], version: str) -> Options | ServeOptions:
             max_cost=ns.max_cost,
             max_turn_tokens=ns.max_turn_tokens,
             debug=ns.debug,
+            sandbox=ns.sandbox,
+            allow_network=ns.allow_network,
+            env=tuple(ns.env),
+            no_token=ns.no_token,
+            allowed_hosts=tuple(ns.allowed_host),
+            allowed_origins=tuple(ns.allowed_origin),
         )
     return Options(
         command=ns.command,
@@ -330,4 +433,7 @@ def parse(argv: Sequence[str], version: str) -> Options | ServeOptions:
         debug=ns.debug,
         max_cost=ns.max_cost,
         max_turn_tokens=ns.max_turn_tokens,
+        sandbox=ns.sandbox,
+        allow_network=ns.allow_network,
+        env=tuple(ns.env),
     )

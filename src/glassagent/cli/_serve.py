@@ -1,10 +1,13 @@
 """``glassagent serve``: the invoke API of `glassagent.server` on a host and port.
 
 Everything is checked before the model starts: the tokens file, the host (no tokens: loopback
-only), the address, the store (a database's tables are created, or checked, then) and the
-workspace; a mistake is a `BadInput` (one line, exit code 2). Then the client opens, and the
-app is served in this event loop until SIGINT or SIGTERM; the client is closed (and a local
-model stopped) after the server, and the database's connections after it. The event loop is
+only), the allowed hosts and origins, the address, the store (a database's tables are
+created, or checked, then) and the workspace; a mistake is a `BadInput` (one line, exit code
+2). Then the client opens, and the app is served in this event loop until SIGINT or SIGTERM;
+the client is closed (and a local model stopped) after the server, and the database's
+connections after it. Without ``--tokens`` (and without ``--no-token``), a random token is
+made at each start, and the address of the web view that carries it is printed once the
+server listens, as ``jupyter lab`` does. The event loop is
 uvloop's when it is installed (`run_serving`), and uvicorn parses HTTP with httptools when it
 is (both come with the ``server`` extra); otherwise asyncio's loop and h11.
 """
@@ -15,12 +18,14 @@ import asyncio
 import importlib
 import importlib.util
 import re
+import secrets
 import socket
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from glassagent.cli._options import ServeOptions
+from glassagent.cli._sandbox import open_workspace
 from glassagent.cli._session import DEFAULT_SYSTEM, EXIT_OK
 from glassagent.cli._setup import (
     BadInput,
@@ -30,11 +35,18 @@ from glassagent.cli._setup import (
     provider_of,
     settings_for,
 )
-from glassagent.errors import ConfigurationError, UserError
+from glassagent.errors import ConfigurationError
 from glassagent.history import SQLHistoryStore
-from glassagent.server import ServerLimits, aserve, check_host, create_app, load_tokens
+from glassagent.server import (
+    ServerLimits,
+    aserve,
+    check_allowed_hosts,
+    check_allowed_origins,
+    check_host,
+    create_app,
+    load_tokens,
+)
 from glassagent.tools import Tool
-from glassagent.workspace import Workspace
 
 Note = Callable[[str], None]
 _DATABASE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -65,10 +77,17 @@ async def serve_command(options: ServeOptions, note: Note) -> int:
             that cannot work.
     """
     tokens = _tokens(options.tokens)
+    if options.no_token and tokens is not None:
+        raise BadInput("--no-token and --tokens exclude each other")
     try:
         check_host(options.host, authenticated=tokens is not None)
     except ConfigurationError as exc:
         raise BadInput(f"{exc} (give them with --tokens FILE)") from exc
+    try:
+        check_allowed_hosts(options.allowed_hosts)
+        check_allowed_origins(options.allowed_origins)
+    except ConfigurationError as exc:
+        raise BadInput(str(exc)) from exc
     _check_address(options.host, options.port)
     store = await _open_store(options.store)
     try:
@@ -85,8 +104,9 @@ async def _serve(
     store: Path | SQLHistoryStore | None,
 ) -> int:
     """Check the tools, open the model client and serve until stopped; exit code 0."""
-    tools = _tools(options)
+    tools = _tools(options, note)
     provider = provider_of(options.provider, note)
+    access_token = None if tokens is not None or options.no_token else secrets.token_urlsafe(32)
     async with open_client(provider, options.model, options.base_url, note) as client:
         try:
             limits = ServerLimits(
@@ -98,9 +118,12 @@ async def _serve(
                 tools=tools,
                 store=store,
                 tokens=tokens,
+                access_token=access_token,
                 limits=limits,
                 system=_system(options, tools),
                 settings=settings_for(provider),
+                allowed_hosts=options.allowed_hosts,
+                allowed_origins=options.allowed_origins,
             )
         except ConfigurationError as exc:  # starlette is missing, or the model cannot be priced
             raise BadInput(str(exc)) from exc
@@ -109,8 +132,36 @@ async def _serve(
             f"serving {client.provider_name}/{client.model} to {users}, "
             f"{len(tools)} tools, {_kept(store)} (HTTP: {_http_stack()})"
         )
-        await aserve(app, host=options.host, port=options.port)
+        if options.no_token:
+            note(NO_TOKEN_WARNING)
+        await aserve(
+            app,
+            host=options.host,
+            port=options.port,
+            on_started=lambda address: note(_where(address, access_token, tokens)),
+        )
     return EXIT_OK
+
+
+NO_TOKEN_WARNING = (
+    "WARNING: --no-token: this server asks no one for a token. Any program or user of this "
+    "machine can drive the agent and its tools through it (with --workspace: change the "
+    "folder's files; with --allow-commands: run commands). Web pages of other sites still "
+    "cannot (the Host and Origin checks)."
+)
+"""What ``serve --no-token`` prints before it serves."""
+
+
+def _where(address: str, access_token: str | None, tokens: dict[str, str] | None) -> str:
+    """The line that tells where the web view is, with the launch token when there is one."""
+    if access_token is not None:
+        return (
+            f"open {address}/?token={access_token} in a browser; API clients send "
+            "'Authorization: Bearer <the token>'"
+        )
+    if tokens is not None:
+        return f"open {address}/ in a browser (it asks for a token)"
+    return f"open {address}/ in a browser (no token)"
 
 
 def _http_stack() -> str:
@@ -193,15 +244,11 @@ def _store(path: Path) -> Path:
     return path.resolve()
 
 
-def _tools(options: ServeOptions) -> list[Tool]:
+def _tools(options: ServeOptions, note: Note) -> list[Tool]:
     """The workspace's tools with ``--workspace`` (never asking: no one is at a terminal)."""
     if options.workspace is None:
         if options.allow_commands:
             raise BadInput("--allow-commands needs --workspace")
         return []
     root = check_workspace(options.workspace)
-    try:
-        workspace = Workspace(root, allow_commands=options.allow_commands)
-    except UserError as exc:
-        raise BadInput(str(exc)) from exc
-    return list(workspace.tools)
+    return list(open_workspace(root, options, note).tools)

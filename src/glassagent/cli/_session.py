@@ -14,9 +14,9 @@ from pathlib import Path
 
 from glassagent import Agent, AgentRun, Message, RunResult
 from glassagent.cli._options import Options
+from glassagent.cli._sandbox import open_workspace
 from glassagent.cli._setup import (
     LOCAL,
-    BadInput,
     budget_for,
     check_first_call,
     check_workspace,
@@ -27,11 +27,10 @@ from glassagent.cli._setup import (
 )
 from glassagent.cli._terminal import Interrupts, LineReader, asking, declining
 from glassagent.cli._view import HumanView, Turn, View, error_line
-from glassagent.errors import GlassAgentError, ProviderError, RunAborted, UserError
+from glassagent.errors import GlassAgentError, ProviderError, RunAborted
 from glassagent.events import ApprovalRequiredEvent, BudgetExceededEvent
 from glassagent.history import History
 from glassagent.llm import ToolCall
-from glassagent.workspace import Workspace
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a project folder. Use the tools to look at and change "
@@ -105,12 +104,7 @@ class Session:
         root = self.root = check_workspace(options.workspace)
         provider = provider_of(options.provider, self.note)
         self.ask = ask
-        try:
-            workspace = Workspace(
-                root, allow_commands=options.allow_commands, requires_approval=ask is not None
-            )
-        except UserError as exc:
-            raise BadInput(str(exc)) from exc
+        workspace = open_workspace(root, options, self.note, requires_approval=ask is not None)
         system = options.system if options.system is not None else system_for(provider)
         check_first_call(options.max_turn_tokens, system, workspace.tools, messages)
         task = asyncio.current_task()

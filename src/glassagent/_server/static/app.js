@@ -3,12 +3,20 @@
 // It posts to /api/ai/invoke with "stream": true and reads the Server-Sent Events from the
 // response body (EventSource cannot POST). Everything the model, the tools or a stored chat
 // wrote is put on the page as text (textContent, text nodes), never parsed as HTML.
+//
+// Authentication: opened as /?token=... (the address `glassagent serve` prints), the server
+// trades the token for an HttpOnly, SameSite=Strict cookie and redirects here, so every
+// request of this page carries the cookie without the script ever seeing the token. A token
+// entered in the form instead is kept in sessionStorage and sent as a bearer token.
 "use strict";
 
 (() => {
   const API = "/api/ai";
   const TOKEN_KEY = "glassagent.token";
   const TERMINAL = new Set(["complete", "aborted", "error", "budget_exceeded"]);
+  const NEEDS_TOKEN =
+    "This server needs a token: open the address glassagent serve printed (.../?token=...), " +
+    "or enter a bearer token above.";
   const ROLES = new Set(["system", "user", "assistant", "tool"]);
 
   const state = {
@@ -143,7 +151,7 @@
     }
     if (response.status === 401) {
       note.textContent = "";
-      askForToken("This server needs a bearer token: enter yours above.");
+      askForToken(NEEDS_TOKEN);
       return;
     }
     if (!response.ok) {
@@ -235,7 +243,7 @@
       return null;
     }
     if (response.status === 401) {
-      askForToken("This server needs a bearer token: enter yours above.");
+      askForToken(NEEDS_TOKEN);
       return null;
     }
     if (!response.ok) {
@@ -597,7 +605,7 @@
         const error = await errorOf(response);
         turn.finish({ type: "error", error: error.message, error_type: error.code });
         ended = true;
-        if (response.status === 401) askForToken("This server needs a bearer token: enter yours above.");
+        if (response.status === 401) askForToken(NEEDS_TOKEN);
         return;
       }
       markCurrentChat();
