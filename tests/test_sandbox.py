@@ -420,6 +420,20 @@ async def test_off_runs_as_before(root: Path) -> None:
     assert "pytest" in outcome.result  # the agent's own process, unhidden
 
 
+@needs_sandbox
+def test_the_model_is_told_what_the_sandbox_forbids(root: Path) -> None:
+    def told(ws: Workspace) -> str:
+        return next(t.description for t in ws.tools if t.name == "execute_command")
+
+    closed = told(Workspace(root, allow_commands=True))
+    assert "sandbox" in closed
+    assert "no network access" in closed
+    networked = told(Workspace(root, allow_commands=True, allow_network=True))
+    assert "sandbox" in networked
+    assert "network" not in networked
+    assert "sandbox" not in told(Workspace(root, allow_commands=True, sandbox="off"))
+
+
 # ---- the command line -----------------------------------------------------------------------
 
 

@@ -559,6 +559,8 @@ def test_load_tokens_reads_a_json_object(tmp_path: Path) -> None:
         '{" alice-secret-token": "alice"}',
         '{"": "alice"}',
         '{"alice-secret-token": ""}',
+        '{"alice-secret-token": "al\\u0000ice"}',
+        '{"alice-secret-token": "al\\nice"}',
     ],
 )
 def test_load_tokens_refuses_bad_files_without_showing_a_token(

@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.errors import ConfigurationError
+from glassagent._core.errors import ConfigurationError, UserError
 from glassagent._core.messages import ModelSettings
 from glassagent._history.protocol import ChatStore
+from glassagent._history.store import check_user_id
 from glassagent._providers.http import is_loopback
 from glassagent._server.chats import ANONYMOUS_USER, UserStores
 from glassagent._server.invoke import ModelsLike, make_config
@@ -146,6 +147,10 @@ def check_tokens(tokens: Any) -> dict[str, str]:
             )
         if not isinstance(user, str) or not user:
             raise ConfigurationError(f"The user id of token number {number} is not a string.")
+        try:
+            check_user_id(user)
+        except UserError as exc:
+            raise ConfigurationError(f"Token number {number}: {exc}") from None
         checked[token] = user
     return checked
 

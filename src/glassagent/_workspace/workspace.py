@@ -217,7 +217,17 @@ class Workspace:
             Tool(self._edit_file, name="edit_file", **change),
         ]
         if self.allow_commands:
-            made.append(Tool(self._execute_command, name="execute_command", **change))
+            command = Tool(self._execute_command, name="execute_command", **change)
+            if self.sandboxed:  # the model is told what it cannot do, so it need not find out
+                network = "" if self.allow_network else ", and it has no network access"
+                told = (
+                    f"{command.description}\n\nIt runs in a sandbox: it can write only in the "
+                    f"workspace and its temporary folder{network}."
+                )
+                command = Tool(
+                    self._execute_command, name="execute_command", description=told, **change
+                )
+            made.append(command)
         return tuple(made)
 
     async def _would_change(self, call: ToolCall) -> bool:
