@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from glassagent import ToolCall
 from glassagent._workspace import beneath, paths
 from glassagent.errors import ToolError
 from glassagent.workspace import Workspace
@@ -287,3 +288,49 @@ async def test_a_replaced_root_is_not_used(tmp_path: Path, root: Path, outside: 
         assert "The workspace folder was moved or replaced" in outcome.result
         assert "SECRET" not in outcome.result
     assert names(outside) == ["SECRET-NAME.txt", "f.txt"]
+
+
+# ---- a change not asked about (it would have failed) never goes ahead -------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "arguments"),
+    [
+        ("X\n", {"path": "a.txt", "old": "absent", "new": "Y"}),
+        (None, {"path": "d/a.txt", "content": "new\n"}),
+    ],
+)
+async def test_a_call_not_asked_about_cannot_succeed_after_a_change_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str | None, arguments: dict[str, str]
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    if first is None:
+        (tmp_path / "outside").mkdir()
+        (root / "d").symlink_to(tmp_path / "outside")  # leads out: not asked about
+    else:
+        (root / "a.txt").write_text(first)
+    original = Workspace._would_change
+
+    async def then_changed(self: Workspace, call: ToolCall) -> bool:
+        answer = await original(self, call)
+        # another process changes the folder after the check, before the tool runs
+        if first is None:
+            (root / "d").unlink()
+            (root / "d").mkdir()
+        else:
+            (root / "a.txt").write_text("absent\n")
+        return answer
+
+    monkeypatch.setattr(Workspace, "_would_change", then_changed)
+    asked: list[ToolCall] = []
+    workspace = Workspace(root, confirm=lambda c: asked.append(c) is None and False)
+    name = "edit_file" if "old" in arguments else "write_file"
+    outcome = await run_one(workspace, name, **arguments)
+    assert not asked  # it was not asked about: it would have failed
+    assert outcome.is_error
+    assert "not approved" in outcome.result
+    if first is None:
+        assert not (root / "d" / "a.txt").exists()
+    else:
+        assert (root / "a.txt").read_text() == "absent\n"

@@ -91,6 +91,7 @@ class Workspace:
         "_commands",
         "_confinement",
         "_tools",
+        "_unasked",
         "allow_commands",
         "allow_network",
         "confirm",
@@ -187,6 +188,7 @@ class Workspace:
         """One line saying how commands run, e.g. "commands run in a sandbox (Linux
         namespaces, Landlock ABI 7); no network" or "commands run WITHOUT a sandbox: ..."."""
         self._commands = CommandSetup(self.env, sandboxed, self.allow_network)
+        self._unasked: set[str] = set()  # ids of change calls not asked about: they would fail
         self._tools = self._make_tools()
 
     @property
@@ -231,19 +233,44 @@ class Workspace:
         return tuple(made)
 
     async def _would_change(self, call: ToolCall) -> bool:
-        """The change tools' approval policy: ask about a change unless it would fail anyway."""
+        """The change tools' approval policy: ask about a change unless it would fail anyway.
+
+        A call not asked about is remembered: when it runs, it only fails (`_unasked_fails`),
+        even if the files changed meanwhile so that it would now succeed.
+        """
+        self._unasked.discard(call.id)
         if call.name == "execute_command":
             return True
-        path = str(call.input.get("path", ""))
         try:
-            if call.name == "edit_file":
-                old, new = str(call.input.get("old", "")), str(call.input.get("new", ""))
-                await asyncio.to_thread(files.edited, self._confinement, path, old, new)
-            else:
-                await asyncio.to_thread(self._confinement.check, path)
+            await asyncio.to_thread(self._check_change, call.name, dict(call.input))
         except ToolError:
+            self._unasked.add(call.id)
             return False
         return True
+
+    def _check_change(self, name: str, arguments: dict[str, Any]) -> None:
+        """Raise the `ToolError` the change would end with; return if it would go ahead."""
+        path = str(arguments.get("path", ""))
+        if name == "edit_file":
+            old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
+            files.edited(self._confinement, path, old, new)
+        else:
+            self._confinement.check(path)
+
+    def _was_unasked(self, ctx: ToolContext[Any] | None) -> bool:
+        """Whether this call was not asked about (it would have failed); forgets it."""
+        if ctx is None or ctx.call_id not in self._unasked:
+            return False
+        self._unasked.discard(ctx.call_id)
+        return True
+
+    def _unasked_fails(self, name: str, arguments: dict[str, Any]) -> None:
+        """For a call that was not asked about: raise its error, and never change a file."""
+        self._check_change(name, arguments)
+        raise ToolError(
+            "the workspace changed while this call waited, and it was not approved: nothing "
+            "was done. Call the tool again."
+        )
 
     async def _ask(self, call: ToolCall) -> bool:
         """The change tools' approver: `confirm`, given the arguments the tool will use."""
@@ -288,7 +315,12 @@ class Workspace:
         """
         return files.read_lines(self._confinement, path, offset, limit, self.max_read_bytes)
 
-    async def _write_file(self, path: str, content: str) -> str:
+    async def _write_file(
+        self,
+        path: str,
+        content: str,
+        ctx: ToolContext[Any] = None,  # type: ignore[assignment]  # None: called directly
+    ) -> str:
         """Write a whole file of the workspace: create it, or replace all of its content.
 
         Missing folders on the way are created. To change part of a file, use edit_file.
@@ -296,13 +328,22 @@ class Workspace:
         Args:
             path: The file, relative to the workspace.
             content: The complete new content of the file.
+            ctx: Injected by the agent.
         """
-        return await asyncio.to_thread(self._write, path, content)
+        return await asyncio.to_thread(self._write, path, content, self._was_unasked(ctx))
 
-    def _write(self, path: str, content: str) -> str:
+    def _write(self, path: str, content: str, unasked: bool = False) -> str:
+        if unasked:
+            self._unasked_fails("write_file", {"path": path})
         return files.write_text(self._confinement, path, content)
 
-    async def _edit_file(self, path: str, old: str, new: str) -> str:
+    async def _edit_file(
+        self,
+        path: str,
+        old: str,
+        new: str,
+        ctx: ToolContext[Any] = None,  # type: ignore[assignment]  # None: called directly
+    ) -> str:
         """Replace one exact piece of text in a file of the workspace.
 
         `old` must occur exactly once in the file, character for character (indentation and
@@ -313,10 +354,13 @@ class Workspace:
             path: The file, relative to the workspace.
             old: The exact text to replace; it must occur once in the file.
             new: The text to put in its place.
+            ctx: Injected by the agent.
         """
-        return await asyncio.to_thread(self._edit, path, old, new)
+        return await asyncio.to_thread(self._edit, path, old, new, self._was_unasked(ctx))
 
-    def _edit(self, path: str, old: str, new: str) -> str:
+    def _edit(self, path: str, old: str, new: str, unasked: bool = False) -> str:
+        if unasked:
+            self._unasked_fails("edit_file", {"path": path, "old": old, "new": new})
         return files.apply_edit(self._confinement, path, old, new)
 
     async def _execute_command(
