@@ -8,7 +8,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
@@ -123,3 +123,10 @@ def provider(exporter: InMemorySpanExporter) -> TracerProvider:
     from otel_support import memory_provider
 
     return memory_provider(exporter)
+
+
+@pytest.fixture
+def quiet() -> Iterator[TextIO]:
+    """Where a child process's log lines go (a real file, as a child process needs)."""
+    with open(os.devnull, "w") as sink:
+        yield sink

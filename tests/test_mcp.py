@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,20 +20,7 @@ from glassagent import Agent, LLMResponse, ToolCall
 from glassagent.errors import GlassAgentError, MCPServerError, ToolError, UserError
 from glassagent.mcp import MCPServer
 from glassagent.testing import ScriptedClient
-
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
-PYTHON = sys.executable
-
-
-@pytest.fixture
-def quiet() -> Iterator[TextIO]:
-    """Where the test server's log lines go (a real file, as a child process needs)."""
-    with open(os.devnull, "w") as sink:
-        yield sink
-
-
-def stdio(quiet: TextIO, **options: Any) -> MCPServer:
-    return MCPServer.stdio(PYTHON, [SERVER], stderr=quiet, **options)
+from mcp_support import PYTHON, SERVER, stdio
 
 
 def gone(pid: int) -> bool:

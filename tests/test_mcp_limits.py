@@ -8,10 +8,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
@@ -22,22 +18,10 @@ from glassagent import Agent, LLMResponse, ToolCall
 from glassagent.errors import MCPServerError, ToolError, UserError
 from glassagent.mcp import MCPServer
 from glassagent.testing import ScriptedClient
+from mcp_support import PYTHON, SERVER, stdio
 
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
-PYTHON = sys.executable
 DIGITS = "0123456789" * 10_000  # the test server's texts start so
 FIVE_MB = 5_000_000
-
-
-@pytest.fixture
-def quiet() -> Iterator[TextIO]:
-    """Where the child processes' log lines go (a real file, as a child process needs)."""
-    with open(os.devnull, "w") as sink:
-        yield sink
-
-
-def stdio(quiet: TextIO, **options: Any) -> MCPServer:
-    return MCPServer.stdio(PYTHON, [SERVER], stderr=quiet, **options)
 
 
 async def test_a_5_mb_result_reaches_the_model_cut_to_its_start_with_a_note(

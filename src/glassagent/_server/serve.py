@@ -226,17 +226,7 @@ def serve(
             without tokens, an address that cannot be bound (uvicorn logs why), or when
             uvicorn is not installed.
     """
-    uvicorn, limits = _checked(app, host, "serve")
-    server = make_server(
-        uvicorn,
-        app,
-        limits,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=access_log,
-        on_started=on_started,
-    )
+    server = _server(app, "serve", host, port, log_level, access_log, on_started)
     with tokens_hidden():
         try:
             server.run()
@@ -279,17 +269,7 @@ async def aserve(
             without tokens, an address that cannot be bound (uvicorn logs why), or when
             uvicorn is not installed.
     """
-    uvicorn, limits = _checked(app, host, "aserve")
-    server = make_server(
-        uvicorn,
-        app,
-        limits,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=access_log,
-        on_started=on_started,
-    )
+    server = _server(app, "aserve", host, port, log_level, access_log, on_started)
     with signals_kept(), tokens_hidden():
         try:
             await server.serve()
@@ -297,11 +277,20 @@ async def aserve(
             raise ConfigurationError(f"The server could not start on {host}:{port}.") from None
 
 
-def _checked(app: Starlette, host: str, name: str) -> tuple[Any, ServerLimits]:
-    """The uvicorn module and the app's limits, once `app` is known to be `create_app`'s.
+def _server(
+    app: Starlette,
+    name: str,
+    host: str,
+    port: int,
+    log_level: str,
+    access_log: bool,
+    on_started: Callable[[str], None] | None,
+) -> Any:
+    """The uvicorn server of `app` on `host` and `port`, bounded by the app's limits.
 
     Raises:
-        ConfigurationError: For another app, or a `host` it may not serve on.
+        ConfigurationError: For another app than `create_app`'s, or a `host` it may not
+            serve on, or when uvicorn is missing.
     """
     state = getattr(app.state, "glassagent", None)
     if state is None:
@@ -312,4 +301,13 @@ def _checked(app: Starlette, host: str, name: str) -> tuple[Any, ServerLimits]:
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ConfigurationError(f"{name} needs uvicorn: {_INSTALL}") from exc
     limits: ServerLimits = state.config.limits
-    return uvicorn, limits
+    return make_server(
+        uvicorn,
+        app,
+        limits,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        on_started=on_started,
+    )
