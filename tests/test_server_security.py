@@ -147,9 +147,32 @@ async def test_the_address_a_request_came_to_and_allowed_hosts_are_served() -> N
         sub = await api.get("/api/ai/health", headers={"Host": "x.agent.example.com"})
     assert (own.status_code, named.status_code) == (200, 200)
     assert (other.status_code, sub.status_code) == (403, 403)
-    async with http(create_app(model=echo_client(), allowed_hosts=["*"])) as api:
+    app = create_app(model=echo_client(), allowed_hosts=["*"], access_token=TOKEN)
+    async with http(app) as api:
         anything = await api.get("/api/ai/health", headers={"Host": "anything.example"})
     assert anything.status_code == 200
+
+
+def test_any_host_needs_a_token() -> None:
+    # DNS rebinding: a page of rebind.example (now 127.0.0.1) is its own origin, so only
+    # the Host check could stop it; with any host allowed, a token must.
+    with pytest.raises(ConfigurationError, match="needs tokens"):
+        create_app(model=echo_client(), allowed_hosts=["*"])
+
+
+async def test_a_websocket_is_refused_before_any_route() -> None:
+    app = create_app(model=echo_client())
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {"type": "websocket", "path": "/api/ai/invoke", "headers": [(b"host", b"evil.example")]}
+    await app(scope, receive, send)
+    assert sent == [{"type": "websocket.close", "code": 1008}]
 
 
 # ---- Origin and Sec-Fetch-Site --------------------------------------------------------------
@@ -468,6 +491,7 @@ def test_serve_without_tokens_prints_the_token_line_and_no_token_warns(
         (["--no-token", "--tokens", "{tokens}"], "--no-token and --tokens exclude each other"),
         (["--allowed-host", "agent.example.com:443"], "without scheme, port or path"),
         (["--allowed-origin", "agent.example.com"], "is not an origin"),
+        (["--no-token", "--allowed-host", "*"], "--allowed-host '*' needs a token"),
     ],
 )
 def test_serve_refuses_what_cannot_be_safe(

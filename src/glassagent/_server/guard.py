@@ -101,7 +101,10 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse the request, or pass it on with ``nosniff`` added to its answer."""
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":  # no route takes one: refused (403) before any check
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         host = origin = site = kind = None

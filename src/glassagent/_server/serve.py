@@ -86,7 +86,8 @@ def create_app(
 
     Raises:
         ConfigurationError: For no model, clashing tool names, invalid tokens, both `tokens`
-            and `access_token`, an allowed host or origin that is not one, a `store` that is
+            and `access_token`, an allowed host or origin that is not one, ``"*"`` among the
+            allowed hosts without `tokens` or `access_token`, a `store` that is
             neither a directory nor a `ChatStore`, an `on_event` that is not callable, or
             when Starlette is not installed.
         UserError: For `limits` that are not a `ServerLimits`.
@@ -106,13 +107,23 @@ def create_app(
         raise ConfigurationError(
             f"`store` must be a directory or a ChatStore, not {type(store).__name__}."
         )
+    users = _users(tokens, access_token)
+    hosts = check_allowed_hosts(allowed_hosts)
+    if "*" in hosts and users is None:
+        raise ConfigurationError(_ANY_HOST_NEEDS_TOKENS)
     return build_app(
         config,
         stores,
-        _users(tokens, access_token),
-        allowed_hosts=check_allowed_hosts(allowed_hosts),
+        users,
+        allowed_hosts=hosts,
         allowed_origins=check_allowed_origins(allowed_origins),
     )
+
+
+_ANY_HOST_NEEDS_TOKENS = (
+    "Answering any Host ('*' among the allowed hosts) needs tokens: without them, any web page "
+    "could drive the server through DNS rebinding."
+)
 
 
 def _users(tokens: Mapping[str, str] | None, access_token: str | None) -> dict[str, str] | None:

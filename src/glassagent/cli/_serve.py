@@ -84,10 +84,12 @@ async def serve_command(options: ServeOptions, note: Note) -> int:
     except ConfigurationError as exc:
         raise BadInput(f"{exc} (give them with --tokens FILE)") from exc
     try:
-        check_allowed_hosts(options.allowed_hosts)
+        hosts = check_allowed_hosts(options.allowed_hosts)
         check_allowed_origins(options.allowed_origins)
     except ConfigurationError as exc:
         raise BadInput(str(exc)) from exc
+    if options.no_token and "*" in hosts:
+        raise BadInput("--allowed-host '*' needs a token: any web page could drive the server")
     _check_address(options.host, options.port)
     store = await _open_store(options.store)
     try:
