@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -21,19 +20,24 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from glassagent.errors import UserError
 from glassagent.workspace import SandboxMode, SandboxSupport, Workspace, sandbox_support
-from workspace_support import context, run_one, tools
-
-SUPPORT = sandbox_support()
-needs_sandbox = pytest.mark.skipif(
-    not SUPPORT.available, reason=f"this machine cannot make the sandbox: {SUPPORT.reason}"
+from sandbox_support import (
+    PYTHON,
+    SUPPORT,
+    connect_script,
+    escapes,
+    kill_all,
+    listener,
+    needs_sandbox,
+    none_running,
+    running,
+    token,
 )
-PYTHON = os.path.realpath(sys.executable)
+from workspace_support import context, run_one, tools
 
 
 @pytest.fixture
@@ -41,75 +45,6 @@ def root(tmp_path: Path) -> Path:
     folder = tmp_path / "workspace"
     folder.mkdir()
     return folder
-
-
-def token() -> str:
-    """A sleep duration (300 s and a bit) that names the processes of one test."""
-    return f"300.{secrets.randbelow(10**9):09d}"
-
-
-def running(mark: str) -> list[int]:
-    """The host pids of live processes whose command line holds `mark`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if mark.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-    return found
-
-
-async def none_running(mark: str, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while running(mark):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
-def kill_all(mark: str) -> None:
-    for pid in running(mark):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def escapes(mark: str, quiet: bool = False) -> str:
-    """Shell that starts three processes meant to outlive it: two leave its process group
-    (``setsid``, a double fork), one ignores hangups (``nohup``). Unless `quiet`, the first
-    two keep the output pipe open."""
-    out = " > /dev/null 2>&1" if quiet else ""
-    return (
-        f"setsid sh -c 'exec sleep {mark}'{out} & "
-        f"sh -c '(setsid sleep {mark}{out} &) ; :' ; "
-        f"nohup sleep {mark} > /dev/null 2>&1 & "
-        "sleep 0.2; echo started"
-    )
-
-
-@contextlib.contextmanager
-def listener(family: int = socket.AF_INET, address: object = ("127.0.0.1", 0)) -> Iterator[Any]:
-    server = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        server.bind(address)
-        server.listen()
-        server.settimeout(5)
-        yield server
-    finally:
-        server.close()
-
-
-def connect_script(address: object, family: str = "AF_INET") -> str:
-    code = (
-        "import socket,sys\n"
-        f"s=socket.socket(socket.{family})\n"
-        "try:\n"
-        f"    s.connect({address!r}); print('connected')\n"
-        "except OSError as e:\n"
-        "    print('refused', e.errno)\n"
-    )
-    return f"{PYTHON} -I -c {shlex.quote(code)}"
 
 
 # ---- support --------------------------------------------------------------------------------
@@ -122,17 +57,21 @@ def test_support_is_measured_once_and_told_plainly() -> None:
     if SUPPORT.available:
         assert SUPPORT.reason == ""
         assert SUPPORT.landlock_abi >= 1
-        assert SUPPORT.namespaces == ("user", "mount", "pid", "ipc", "network")
+        assert SUPPORT.namespaces == ("user", "mount", "pid", "ipc")  # network: per workspace
         assert SUPPORT.proc in ("private", "hidden")
         assert f"Landlock ABI {SUPPORT.landlock_abi}" in SUPPORT.describe()
+        assert "(user, mount, pid, ipc; network unless allowed)" in SUPPORT.describe()
     else:
         assert SUPPORT.reason
         assert SUPPORT.describe() == f"no sandbox: {SUPPORT.reason}"
 
 
 def test_other_systems_have_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    from glassagent._workspace import sandbox
+
     monkeypatch.setattr(sys, "platform", "darwin")
-    support = sandbox_support.__wrapped__()  # type: ignore[attr-defined]
+    support, lasting = sandbox._measure()
+    assert lasting
     assert not support.available
     assert support.reason == "the sandbox needs Linux (namespaces and Landlock); this is macOS"
 
@@ -274,7 +213,8 @@ async def test_no_network_unless_allowed_but_a_loopback_of_its_own(root: Path) -
                                command=command)  # fmt: skip
         assert closed.result.startswith("refused 111"), closed.result  # nothing listens there
         ws = Workspace(root, allow_commands=True, allow_network=True)
-        assert ws.sandbox_status.endswith("; network allowed")
+        assert "(Linux namespaces: user, mount, pid, ipc; Landlock" in ws.sandbox_status
+        assert ws.sandbox_status.endswith("; network allowed") or SUPPORT.landlock_abi < 6
         opened = await run_one(ws, "execute_command", command=command)
         assert opened.result == "connected\n[exit code 0]"
         server.accept()[0].close()
@@ -407,7 +347,10 @@ async def test_exit_codes_and_signals_come_through(root: Path) -> None:
     killed = await run_one(ws, "execute_command", command="echo bye; kill -TERM $$")
     assert killed.result == "bye\n[killed by signal 15]"
     assert ws.sandboxed
-    assert ws.sandbox_status.startswith("commands run in a sandbox (Linux namespaces, Landlock")
+    assert ws.sandbox_status.startswith(
+        "commands run in a sandbox (Linux namespaces: user, mount, pid, ipc, network; Landlock"
+    )
+    assert ws.sandbox_status.endswith("; no network")
 
 
 async def test_off_runs_as_before(root: Path) -> None:

@@ -199,7 +199,7 @@ async def _run(
     try:
         if setup.sandboxed:
             process = await asyncio.create_subprocess_exec(
-                *launcher_argv(),
+                *launcher_argv(cwd),
                 cwd="/",  # nothing of the workspace on the launcher's import path
                 env={},
                 stdin=asyncio.subprocess.PIPE,  # its source and settings

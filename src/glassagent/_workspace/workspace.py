@@ -139,8 +139,12 @@ class Workspace:
                 output keeps its start and its end, with a note where it was cut.
             sandbox: Where commands run. ``"auto"``: in the sandbox where this machine can
                 make it (`sandbox_support`), otherwise without one, with a warning on the
-                ``glassagent`` logger (once per process). ``"required"``: in the sandbox, or
-                a `UserError` here. ``"off"``: without one.
+                ``glassagent`` logger (once per process); `sandbox_status` warns where the
+                sandbox leaves host sockets reachable. ``"required"``: in the sandbox, or a
+                `UserError` here, also when `root` holds ``/tmp`` or ``/run`` (commands
+                would see the host's) or `allow_network` is set where Landlock is older than
+                ABI 6 (the host's abstract unix sockets would be reachable). ``"off"``:
+                without one.
             allow_network: Let sandboxed commands use the network (no network namespace of
                 their own). Without it they have only a loopback interface of their own.
             env: Variables to give every command (names to values), besides the few passed
@@ -180,13 +184,18 @@ class Workspace:
         self.allow_network: bool = bool(allow_network)
         """Whether sandboxed commands may use the network."""
         sandboxed, status = sandbox_plan(
-            sandbox, allow_commands=allow_commands, allow_network=self.allow_network
+            sandbox,
+            allow_commands=allow_commands,
+            allow_network=self.allow_network,
+            root=str(self.root),
         )
         self.sandboxed: bool = sandboxed
         """Whether commands run in the sandbox."""
         self.sandbox_status: str = status
         """One line saying how commands run, e.g. "commands run in a sandbox (Linux
-        namespaces, Landlock ABI 7); no network" or "commands run WITHOUT a sandbox: ..."."""
+        namespaces: user, mount, pid, ipc, network; Landlock ABI 7); no network" (with
+        "; WARNING: ..." where host sockets stay reachable) or "commands run WITHOUT a
+        sandbox: ..."."""
         self._commands = CommandSetup(self.env, sandboxed, self.allow_network)
         self._unasked: set[str] = set()  # ids of change calls not asked about: they would fail
         self._tools = self._make_tools()
@@ -377,6 +386,8 @@ class Workspace:
             timeout: Seconds before the command is stopped (at most 600).
             ctx: Injected by the agent.
         """
+        if "\0" in command:
+            raise ToolError("the command contains a NUL character: a shell command cannot hold one")
         seconds = min(timeout, MAX_COMMAND_SECONDS)
         outcome = await run_command(
             command,
