@@ -308,3 +308,18 @@ async def test_requests_ask_for_uncompressed_answers() -> None:
         async with GeminiClient(api_key=KEY, base_url=server.url) as gemini:
             await collect(gemini)
     assert [r.headers["accept-encoding"] for r in server.requests] == ["identity", "identity"]
+
+
+async def test_errors_are_caught_as_the_design_documents_catch_them() -> None:
+    # ai_client_rule.txt §9: a bad key is a ValueError, a rate limit a RuntimeError whose
+    # message names the seconds to wait, other API errors RuntimeErrors.
+    no_retry = RetryPolicy(max_retries=0)
+    replies = scripted(error(401, "bad key"), error(429, Retry_After="20"), error(400, "bad"))
+    with LoopbackServer(replies) as server:
+        async with openai(server, retry=no_retry) as client:
+            with pytest.raises(ValueError, match="bad key"):
+                await client.chat(HI)
+            with pytest.raises(RuntimeError, match="Retry after 20 seconds"):
+                await client.chat(HI)
+            with pytest.raises(RuntimeError, match="bad"):
+                await client.chat(HI)

@@ -101,8 +101,11 @@ class ReplayMismatchError(GlassAgentError):
         self.diff = diff
 
 
-class ProviderError(GlassAgentError):
+class ProviderError(GlassAgentError, RuntimeError):
     """A model provider failed or answered with an error.
+
+    It is a `RuntimeError` too, as the design documents' providers raise API errors (and
+    `AuthenticationError` a `ValueError`), so code written against them catches it as is.
 
     Attributes:
         status: The HTTP status code, when there was one.
@@ -131,6 +134,9 @@ class AuthenticationError(ProviderError, ValueError):
 class RateLimitError(ProviderError):
     """The provider is rate limiting requests.
 
+    When the provider said how long to wait, the message names the seconds
+    (``... Retry after 20 seconds.``).
+
     Attributes:
         retry_after: Seconds the provider asked to wait before retrying, when it said.
     """
@@ -144,6 +150,8 @@ class RateLimitError(ProviderError):
         body: str | None = None,
         provider: str | None = None,
     ) -> None:
+        if retry_after is not None:
+            message = f"{message.rstrip()} Retry after {retry_after:g} seconds."
         super().__init__(message, status=status, body=body, provider=provider)
         self.retry_after = retry_after
 
