@@ -4,10 +4,13 @@ A profile is a JSON file, ``[model-id].json`` (percent-encoded: `profile_file_na
 the sections ``basic_info``, ``capabilities``, ``features`` and the optional ``pricing``,
 ``limitations`` and ``notes``, validated into a `ModelProfile`. glassagent ships profiles of
 the models it names (Gemini 2.5 Flash, Pro and Flash-Lite, gpt-4o-mini, claude-sonnet-4-5,
-llama3.1:8b and the embedded Qwen2.5-Coder-0.5B); users add their own from directories
-(``GLASSAGENT_PROFILE_PATH``, ``profile_dirs=``) and packages from the
+llama3.1:8b and the embedded Qwen2.5-Coder-0.5B), one for each built-in provider's default
+model; users add their own from directories (an ``ai_profile`` folder in the working folder,
+``GLASSAGENT_PROFILE_PATH``, ``profile_dirs=``) and packages from the
 ``glassagent.profiles`` entry-point group. `get_profile` finds one, `list_profiles` lists
-them, `BaseLLMClient.profile` is the client's own.
+them, `BaseLLMClient.profile` is the client's own. Unknown keys are kept
+(`ModelProfile.unknown_fields`); an invalid file is skipped with a `ProfileWarning`, and only
+a lookup of its own model raises.
 
 `cost_of` prices a call's `Usage` by the profile's pricing, thinking and prompt-cache tokens
 included, falling back to genai-prices (``pip install "glassagent[prices]"``) for a model
@@ -27,7 +30,11 @@ process.
 
 from glassagent._profiles.cost import Cost, CostSource, client_cost, cost_of
 from glassagent._profiles.load import (
+    AI_PROFILE_DIR,
     ProfileDirs,
+    ProfileList,
+    ProfileProblem,
+    ProfileWarning,
     get_profile,
     list_profiles,
     load_profile,
@@ -47,6 +54,7 @@ from glassagent._profiles.model import (
 from glassagent._public import publish
 
 __all__ = [
+    "AI_PROFILE_DIR",
     "BasicInfo",
     "Capabilities",
     "Cost",
@@ -58,6 +66,9 @@ __all__ = [
     "Pricing",
     "PricingTier",
     "ProfileDirs",
+    "ProfileList",
+    "ProfileProblem",
+    "ProfileWarning",
     "client_cost",
     "cost_of",
     "get_profile",

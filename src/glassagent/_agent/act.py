@@ -126,7 +126,7 @@ class Acting:
             self._emit(
                 FunctionCallStartEvent,
                 function_name=state.call.name,
-                tool_name=state.tool.name if state.tool else None,
+                tool_name=state.tool.display_name if state.tool else None,
                 args=state.call.input,
                 call_id=state.call.id,
                 ui_info=state.tool.ui_info if state.tool else None,
@@ -175,7 +175,9 @@ class Acting:
             state.pending = True
         else:
             self._gate.open(call)
-        self._emit(ApprovalRequiredEvent, call=call, tool_name=tool.name, ui_info=tool.ui_info)
+        self._emit(
+            ApprovalRequiredEvent, call=call, tool_name=tool.display_name, ui_info=tool.ui_info
+        )
 
     def _context(self, state: _Call) -> ToolContext[Any]:
         call, tool = state.call, state.tool
@@ -190,7 +192,7 @@ class Acting:
         ctx: ToolContext[Any] = ToolContext(
             call_id=call.id,
             run_id=self._run_id,
-            tool_name=tool.name,
+            tool_name=tool.display_name,
             deps=self._config.deps,
             on_progress=progress,
             ui_info=tool.ui_info,
@@ -219,7 +221,7 @@ class Acting:
             self._emit(
                 ApprovalAnsweredEvent,
                 call_id=state.call.id,
-                tool_name=tool.name,
+                tool_name=tool.display_name,
                 approved=answer.approved,
                 reason=answer.reason,
             )

@@ -185,9 +185,9 @@ def execution(call: ToolCall, tool: Tool | None, result: ToolResult) -> ToolExec
     """The ``function_execution_complete`` event payload of a finished call."""
     return ToolExecution(
         function_name=call.name,
-        tool_name=tool.name if tool else None,
+        tool_name=tool.display_name if tool else None,
         args=call.input,
-        result=result.output,
+        result=result.output if result.structured is None else result.structured,
         is_error=result.is_error,
         duration_ms=result.duration_ms,
         has_ui=result.ui_info is not None,

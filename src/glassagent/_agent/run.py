@@ -123,13 +123,14 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         """The run's result once it has ended (also after an error or abort), else `None`."""
         return self._result
 
-    def abort(self, reason: str = "aborted by user") -> None:
+    def abort(self, reason: str = "user_abort") -> None:
         """Stop the run: close the model stream, signal and then cancel running tools.
 
         Safe to call from any task, before or during the run; a no-op once it has ended.
 
         Args:
-            reason: Why, carried by the ``aborted`` event and the `RunAborted` error.
+            reason: Why, carried by the ``aborted`` event and the `RunAborted` error;
+                ``"user_abort"`` by default.
         """
         self._claimed = True
         if self._result is not None or self._abort_reason is not None:

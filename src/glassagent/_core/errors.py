@@ -134,8 +134,8 @@ class AuthenticationError(ProviderError, ValueError):
 class RateLimitError(ProviderError):
     """The provider is rate limiting requests.
 
-    When the provider said how long to wait, the message names the seconds
-    (``... Retry after 20 seconds.``).
+    The built-in clients name the seconds in the message when the provider said how long
+    to wait (``... Retry after 20 seconds.``).
 
     Attributes:
         retry_after: Seconds the provider asked to wait before retrying, when it said.
@@ -150,8 +150,6 @@ class RateLimitError(ProviderError):
         body: str | None = None,
         provider: str | None = None,
     ) -> None:
-        if retry_after is not None:
-            message = f"{message.rstrip()} Retry after {retry_after:g} seconds."
         super().__init__(message, status=status, body=body, provider=provider)
         self.retry_after = retry_after
 

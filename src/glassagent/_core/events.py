@@ -109,9 +109,10 @@ class FunctionCallStartEvent(BaseEvent):
     type: Literal["function_call_start"] = "function_call_start"
     """Event tag."""
     function_name: str
-    """The name the model called."""
+    """The name the model called (``web_search``)."""
     tool_name: str | None
-    """The registered tool that will handle the call; `None` when no tool has that name."""
+    """The display name of the registered tool that will handle the call (``Web search``):
+    its `Tool.display_name`, which defaults to its name; `None` when no tool has that name."""
     args: dict[str, Any]
     """The arguments the model gave."""
     call_id: str
@@ -151,11 +152,14 @@ class ToolExecution:
     function_name: str
     """The name the model called."""
     tool_name: str | None
-    """The registered tool that handled it; `None` when the name was unknown."""
+    """The display name of the registered tool that handled it (`Tool.display_name`);
+    `None` when the name was unknown."""
     args: dict[str, Any]
     """The arguments the model gave."""
-    result: str
-    """The output sent back to the model."""
+    result: str | dict[str, Any] | list[Any]
+    """The tool's result: its JSON values when it returned a JSON object or array (a dict,
+    a list, a model...), else the text sent back to the model (also for every error). The
+    model always reads text: `ToolResult.output`."""
     is_error: bool
     """Whether the call failed."""
     duration_ms: float
@@ -323,7 +327,7 @@ class ApprovalRequiredEvent(BaseEvent):
     call: ToolCall
     """The call: its ``id`` is what `AgentRun.approve` and `AgentRun.deny` take."""
     tool_name: str
-    """The registered tool that will run it."""
+    """The display name of the registered tool that will run it (`Tool.display_name`)."""
     ui_info: Any = None
     """The tool's display hints, if it declared any."""
 
@@ -337,7 +341,7 @@ class ApprovalAnsweredEvent(BaseEvent):
     call_id: str
     """Id of the call."""
     tool_name: str
-    """The registered tool of the call."""
+    """The display name of the registered tool of the call (`Tool.display_name`)."""
     approved: bool
     """Whether the call was approved."""
     reason: str | None = None

@@ -51,6 +51,10 @@ class ToolResult:
     """Wall time the call took, in milliseconds."""
     ui_info: Any = None
     """Display hints for user interfaces (from the tool), never sent to the model."""
+    structured: dict[str, Any] | list[Any] | None = None
+    """The tool's return value as JSON values when it is a JSON object or array (a dict, a
+    list, a model...), for ``function_execution_complete`` events; `None` otherwise. The
+    model reads `output`, its JSON text."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from glassagent._history.model import (
     HistoryAttachment,
     HistoryMessage,
     HistoryToolCall,
-    new_id,
+    new_message_id,
     now_timestamp,
 )
 from glassagent._history.tree import History
@@ -53,11 +53,11 @@ def create_standard_message(
         tool_calls: Tool calls of an assistant message (neutral `ToolCall`s are converted).
         tool_call_id: For a tool message: the call it answers.
         status: ``completed`` or ``aborted``.
-        message_id: Its id; a fresh UUID when not given.
+        message_id: Its id; a fresh ``msg_<hex>`` id when not given.
         timestamp: Its ISO 8601 time; now when not given.
     """
     return HistoryMessage(
-        id=message_id or new_id(),
+        id=message_id or new_message_id(),
         role=role,
         content=content,
         created_at=timestamp or now_timestamp(),

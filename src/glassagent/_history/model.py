@@ -36,8 +36,13 @@ AttachmentType = Literal["image", "video", "audio", "file"]
 
 
 def new_id() -> str:
-    """A fresh random id (a UUID4 string), for messages and conversations."""
+    """A fresh random id (a UUID4 string), for conversations."""
     return str(uuid.uuid4())
+
+
+def new_message_id() -> str:
+    """A fresh random message id: ``msg_`` and 24 hex digits (96 random bits)."""
+    return f"msg_{uuid.uuid4().hex[:24]}"
 
 
 def now_timestamp() -> str:
@@ -292,12 +297,12 @@ class HistoryMessage:
 
         Args:
             message: The message.
-            id: Its id; a fresh UUID when not given.
+            id: Its id; a fresh ``msg_<hex>`` id when not given.
             parent_id: Its parent's id.
             created_at: Its timestamp; now when not given.
         """
         return cls(
-            id=id or new_id(),
+            id=id or new_message_id(),
             role=message.role,
             content=message.content,
             parent_id=parent_id,

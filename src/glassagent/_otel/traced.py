@@ -59,7 +59,7 @@ class TracedRun(Generic[OutputT]):
         """The run's result once it has ended, else `None`."""
         return self.run.result
 
-    def abort(self, reason: str = "aborted by user") -> None:
+    def abort(self, reason: str = "user_abort") -> None:
         """Stop the run (see `AgentRun.abort`); its open spans end as aborted.
 
         Args:

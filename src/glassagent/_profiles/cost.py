@@ -57,7 +57,8 @@ class Cost:
     """The prices used: the profile's model and provider, or genai-prices' provider and model
     with its version."""
     as_of: date | None = None
-    """The day the profile's prices were read (``None`` for genai-prices)."""
+    """The day the profile's prices were read; ``None`` for genai-prices and for a profile
+    whose prices are undated (its `priced_as` then ends in ``prices undated``)."""
 
     def __post_init__(self) -> None:
         if (self.amount is None) != (self.reason is not None):
@@ -184,6 +185,8 @@ def _from_pricing(usage: Usage, pricing: Pricing, priced_as: str) -> Cost:
         + usage.output_tokens * output_price
         + usage.thinking_tokens * price("thinking", output_price)
     ) / _MILLION
+    if pricing.as_of is None:  # say so where a dated profile names its date
+        priced_as = priced_as.removesuffix(")") + ", prices undated)"
     return Cost(amount, pricing.currency, "profile", priced_as=priced_as, as_of=pricing.as_of)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from datetime import date
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     PrivateAttr,
     field_validator,
     model_validator,
@@ -28,7 +29,9 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f\\]")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+    # Unknown keys are kept (a profile written for another tool loads unchanged) and shown
+    # by `ModelProfile.unknown_fields`.
+    model_config = ConfigDict(frozen=True, extra="allow", str_strip_whitespace=True)
 
 
 def check_model_id(model_id: str) -> str:
@@ -190,8 +193,9 @@ class Pricing(_Section):
     """The price of one million prompt tokens written into the provider's prompt cache."""
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     """The ISO 4217 currency code of the prices."""
-    as_of: date
-    """The day the prices were read from their source."""
+    as_of: date | None = None
+    """The day the prices were read from their source; ``None`` when the profile does not say
+    (costs priced by it then say their prices are undated)."""
     source: str | None = None
     """Where the prices were read (a URL, a price database)."""
     tiers: tuple[PricingTier, ...] = ()
@@ -233,8 +237,9 @@ class ModelProfile(_Section):
     genai-prices)."""
     limitations: Limitations = Limitations()
     """Rate limits, where known."""
-    notes: tuple[str, ...] = ()
-    """Free-form remarks (a single string is taken as one note)."""
+    notes: tuple[str, ...] | dict[str, JsonValue] = ()
+    """Free-form remarks: a list of them (a single string is taken as one note), or an object
+    of named ones, as in ``{"best_for": ["summaries"], "release_date": "2025-01-01"}``."""
 
     _origin: str | None = PrivateAttr(default=None)
 
@@ -254,9 +259,43 @@ class ModelProfile(_Section):
         return self.basic_info.provider
 
     @property
+    def unknown_fields(self) -> dict[str, Any]:
+        """The keys the profile format does not know, kept as read: dotted path -> value.
+
+        For example ``{"basic_info.family": "gemini"}``; empty for a profile of only known
+        fields. They are kept, not refused, so profiles written for other tools load.
+        """
+        found: dict[str, Any] = {}
+        for name, value in (self.model_extra or {}).items():
+            found[name] = value
+        for section_name in type(self).model_fields:
+            section = getattr(self, section_name)
+            sections = section if isinstance(section, tuple) else (section,)
+            for section_value in sections:
+                _collect_extra(section_value, section_name, found)
+        return found
+
+    @property
     def origin(self) -> str | None:
         """Where the profile was read: its file, or the plugin that returned it."""
         return self._origin
 
     def __repr__(self) -> str:
-        return f"ModelProfile(id={self.id!r}, provider={self.provider!r})"
+        unknown = self.unknown_fields
+        shown = f", unknown_fields={sorted(unknown)!r}" if unknown else ""
+        return f"ModelProfile(id={self.id!r}, provider={self.provider!r}{shown})"
+
+
+def _collect_extra(section: object, path: str, found: dict[str, Any]) -> None:
+    """Add the unknown keys of `section` and of the sections inside it to `found`."""
+    if not isinstance(section, _Section):
+        return
+    for name, value in (section.model_extra or {}).items():
+        found[f"{path}.{name}"] = value
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if isinstance(value, tuple):
+            for index, item in enumerate(value):
+                _collect_extra(item, f"{path}.{name}.{index}", found)
+        else:
+            _collect_extra(value, f"{path}.{name}", found)

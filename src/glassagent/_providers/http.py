@@ -133,6 +133,8 @@ def error_for_status(
     if status in (401, 403):
         return AuthenticationError(text, status=status, body=body, provider=provider)
     if status == 429:
+        if retry_after is not None:
+            text = f"{text.rstrip()} Retry after {retry_after:g} seconds."
         return RateLimitError(
             text, retry_after=retry_after, status=status, body=body, provider=provider
         )

@@ -6,6 +6,7 @@ themselves, and tolerates any shape a hook leaves: missing fields read as empty.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -219,6 +220,10 @@ def _read_execution(step: ModelStep, calls: dict[str, ToolStep], execution: Any)
         name = text(execution.get("function_name"))
         call = ToolStep(text(execution.get("call_id")), name, True, None)
         step.tools.append(call)
-    call.result = text(execution.get("result"))
+    result = execution.get("result")
+    if isinstance(result, (Mapping, list)):  # a tool's dict or list: shown as JSON
+        call.result = json.dumps(result, ensure_ascii=False, default=str)
+    else:
+        call.result = text(result)
     call.is_error = bool(execution.get("is_error"))
     call.duration_ms = number(execution.get("duration_ms"))

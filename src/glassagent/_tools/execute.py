@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import json
 import os
 import queue
 import threading
@@ -193,11 +194,24 @@ class Prepared:
 
 
 def _result(
-    call: ToolCall, ctx: ToolContext[Any] | None, started: float, output: str, is_error: bool
+    call: ToolCall,
+    ctx: ToolContext[Any] | None,
+    started: float,
+    output: str,
+    is_error: bool,
+    structured: dict[str, Any] | list[Any] | None = None,
 ) -> ToolResult:
     ui_info = ctx.ui_info if ctx is not None else None
     duration = (time.perf_counter() - started) * 1000
-    return ToolResult(call.id, call.name, output, is_error, duration, ui_info)
+    return ToolResult(call.id, call.name, output, is_error, duration, ui_info, structured)
+
+
+def _structured(value: Any, output: str) -> dict[str, Any] | list[Any] | None:
+    """`output` read back as JSON values when `value` gave a JSON object or array."""
+    if isinstance(value, str) or output[:1] not in ("{", "["):
+        return None
+    data: dict[str, Any] | list[Any] = json.loads(output)
+    return data
 
 
 def prepare_call(
@@ -236,8 +250,9 @@ async def run_prepared(prepared: Prepared, *, default_timeout: float | None) -> 
     tool, call, ctx = prepared.tool, prepared.call, prepared.ctx
     started = time.perf_counter()
 
-    def done(output: str, is_error: bool) -> ToolResult:
-        return _result(call, ctx, started, output, is_error)
+    def done(output: str, is_error: bool, value: Any = None) -> ToolResult:
+        structured = None if is_error else _structured(value, output)
+        return _result(call, ctx, started, output, is_error, structured)
 
     function = functools.partial(tool.function, *prepared.args, **prepared.kwargs)
     if tool.is_async:
@@ -257,7 +272,7 @@ async def run_prepared(prepared: Prepared, *, default_timeout: float | None) -> 
     if not ok:
         return done(_failure(value, tool.name), True)
     try:
-        return done(_serialise(value), False)
+        return done(_serialise(value), False, value)
     except Exception as exc:
         return done(
             f"Error: the result of tool {tool.name!r} is not JSON-serialisable: {exc}", True

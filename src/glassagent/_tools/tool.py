@@ -54,6 +54,11 @@ def _check(
         raise UserError(f"`approver` must be callable, got {approver!r}.")
 
 
+def _check_display_name(display_name: object) -> None:
+    if display_name is not None and (not isinstance(display_name, str) or not display_name):
+        raise UserError(f"`display_name` must be a non-empty string, got {display_name!r}.")
+
+
 def check_approval_rule(rule: object) -> None:
     """Raise `UserError` unless `rule` is a bool or an `ApprovalPolicy` (a callable)."""
     if not isinstance(rule, bool) and not callable(rule):
@@ -76,6 +81,7 @@ class Tool:
 
     __slots__ = (
         "__weakref__",
+        "_display_name",
         "_signature",
         "approver",
         "definition",
@@ -96,6 +102,7 @@ class Tool:
         ui_info: Any = None,
         requires_approval: bool | ApprovalPolicy = False,
         approver: Approver | None = None,
+        display_name: str | None = None,
     ) -> None:
         """Wrap `function` as a tool.
 
@@ -110,6 +117,8 @@ class Tool:
                 or an `ApprovalPolicy` deciding call by call (see "Approval of tool calls").
             approver: Asked when a call of this tool needs approval (see `Approver`); `None`:
                 the run's consumer answers (`AgentRun.approve`), or the run defers.
+            display_name: The name people see (``tool_name`` in events, e.g. ``"Web search"``
+                for ``web_search``); defaults to `name`. Never sent to models.
 
         Raises:
             UserError: When the function cannot be described to a model, or an option has
@@ -118,6 +127,7 @@ class Tool:
         from glassagent._tools.schema import analyse
 
         _check(function, timeout, requires_approval, approver)
+        _check_display_name(display_name)
         tool_name = name or str(getattr(function, "__name__", ""))
         self.function: Callable[..., Any] = function
         """The wrapped function."""
@@ -129,6 +139,7 @@ class Tool:
         """Whether each call needs a person's approval: a bool, or a policy deciding per call."""
         self.approver: Approver | None = approver
         """The tool's own way of asking for approval, or `None`."""
+        self._display_name = display_name
         self.is_async: bool = inspect.iscoroutinefunction(function)
         """Whether the function is a coroutine function (else it runs in a worker thread)."""
         signature = analyse(function, tool_name, description)
@@ -148,6 +159,7 @@ class Tool:
         ui_info: Any = None,
         requires_approval: bool | ApprovalPolicy = False,
         approver: Approver | None = None,
+        display_name: str | None = None,
     ) -> Tool:
         """Make a tool from a JSON Schema you already have (MCP, OpenAPI, a benchmark...).
 
@@ -172,6 +184,7 @@ class Tool:
             ui_info: Display hints for user interfaces, carried in events, never sent to models.
             requires_approval: Whether a person must approve each call (see `Tool`).
             approver: Asked when a call needs approval (see `Tool`).
+            display_name: The name people see (see `Tool`); defaults to `name`.
 
         Raises:
             UserError: On a bad name or description, an invalid schema, a schema that does not
@@ -182,6 +195,7 @@ class Tool:
         from glassagent._tools.schema import check_name
 
         _check(function, timeout, requires_approval, approver)
+        _check_display_name(display_name)
         check_name(name)
         if not isinstance(description, str):
             raise UserError(f"Tool {name!r}: the description must be a string.")
@@ -192,6 +206,7 @@ class Tool:
         made.ui_info = ui_info
         made.requires_approval = requires_approval
         made.approver = approver
+        made._display_name = display_name
         made.is_async = inspect.iscoroutinefunction(function)
         made._signature = signature
         made.definition = ToolDefinition(name, description, signature.parameters)
@@ -201,6 +216,11 @@ class Tool:
     def name(self) -> str:
         """The name the model calls the tool by."""
         return self.definition.name
+
+    @property
+    def display_name(self) -> str:
+        """The name people see: ``tool_name`` in events. Defaults to `name`."""
+        return self._display_name or self.definition.name
 
     @property
     def description(self) -> str:
@@ -233,6 +253,7 @@ def tool(
     ui_info: Any = None,
     requires_approval: bool | ApprovalPolicy = False,
     approver: Approver | None = None,
+    display_name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -246,6 +267,7 @@ def tool(
     ui_info: Any = None,
     requires_approval: bool | ApprovalPolicy = False,
     approver: Approver | None = None,
+    display_name: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a `Tool`; use as ``@tool`` or ``@tool(name=..., timeout=...)``.
 
@@ -262,6 +284,8 @@ def tool(
         requires_approval: Whether a person must approve each call before it runs: `True`, or
             an `ApprovalPolicy` deciding call by call.
         approver: Asked when a call needs approval (see `Approver`).
+        display_name: The name people see in events (``tool_name``), e.g. ``"Web search"``;
+            defaults to the tool's name. Never sent to models.
     """
     if function is not None:
         return Tool(function)
@@ -275,6 +299,7 @@ def tool(
             ui_info=ui_info,
             requires_approval=requires_approval,
             approver=approver,
+            display_name=display_name,
         )
 
     return decorate

@@ -276,7 +276,9 @@ class HumanView:
             self._line(f"  {marks.failed} {name} failed ({ms:.0f} ms)", "red")
         else:
             self._line(f"  {marks.ok} {name} ({ms:.0f} ms)", "green")
-        lines = execution.result.splitlines()
+        result = execution.result
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        lines = text.splitlines()
         for line in lines[:RESULT_LINES]:
             self._line(f"    {short(line, LINE_CHARS, marks.more)}", "dim")
         if len(lines) > RESULT_LINES:
