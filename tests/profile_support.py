@@ -60,3 +60,19 @@ def acme_profiles(
         yield directory
     finally:
         reload_profiles()
+
+
+def profile_data(model_id: str = "acme-1", **sections: Any) -> dict[str, Any]:
+    """A small valid profile of `model_id` in the seed's format, with `sections` set over it."""
+    data: dict[str, Any] = {
+        "basic_info": {"id": model_id, "name": "Acme One", "provider": "acme"},
+        "capabilities": {"context_length": 8192},
+        "features": {
+            "supports_function_calling": True,
+            "supports_streaming": False,
+            "is_multimodal": False,
+            "supports_reasoning": False,
+        },
+    }
+    data.update(sections)
+    return data

@@ -32,6 +32,7 @@ from glassagent.profiles import (
     profile_file_name,
     reload_profiles,
 )
+from profile_support import profile_data
 
 SHIPPED = {
     "claude-sonnet-4-5",
@@ -50,21 +51,6 @@ def _fresh_profiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reload_profiles()
     yield
     reload_profiles()
-
-
-def profile_data(model_id: str = "acme-1", **sections: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "basic_info": {"id": model_id, "name": "Acme One", "provider": "acme"},
-        "capabilities": {"context_length": 8192},
-        "features": {
-            "supports_function_calling": True,
-            "supports_streaming": False,
-            "is_multimodal": False,
-            "supports_reasoning": False,
-        },
-    }
-    data.update(sections)
-    return data
 
 
 def write(directory: Path, data: dict[str, Any], name: str | None = None) -> Path:

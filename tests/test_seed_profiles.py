@@ -33,6 +33,7 @@ from glassagent.profiles import (
     profile_file_name,
     reload_profiles,
 )
+from profile_support import profile_data
 
 SEED = Path(__file__).parent / "fixtures" / "seed_ai_profile" / "gemini-2.5-flash.json"
 DESIGN = Path(__file__).parent.parent.parent / "shared" / "design" / "ai_client_rule.txt"
@@ -45,21 +46,6 @@ def _fresh_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     reload_profiles()
     yield
     reload_profiles()
-
-
-def profile_data(model_id: str = "acme-1", **sections: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "basic_info": {"id": model_id, "name": "Acme One", "provider": "acme"},
-        "capabilities": {"context_length": 8192},
-        "features": {
-            "supports_function_calling": True,
-            "supports_streaming": False,
-            "is_multimodal": False,
-            "supports_reasoning": False,
-        },
-    }
-    data.update(sections)
-    return data
 
 
 def write(directory: Path, data: dict[str, Any]) -> Path:
