@@ -189,13 +189,19 @@ class Acting:
             if not state.finished and host is not None and not host.ended():
                 self._emit(ToolProgressEvent, tool=call.name, message=message, call_id=call.id)
 
+        config = self._config
         ctx: ToolContext[Any] = ToolContext(
             call_id=call.id,
             run_id=self._run_id,
             tool_name=tool.display_name,
-            deps=self._config.deps,
+            deps=config.deps,
             on_progress=progress,
             ui_info=tool.ui_info,
+            model=config.client.model,
+            settings=config.settings,
+            system_prompt=config.system,
+            tools=config.tools,
+            host=config.host,
         )
         self._contexts.append(ctx)
         return ctx

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from glassagent._agent.approval import check_answers, pending_calls
@@ -234,6 +235,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
+        host: Mapping[str, Any] | None = None,
     ) -> AgentRun[OutputT]:
         """Start a run; iterate the result for events, or await it for the `RunResult`.
 
@@ -257,6 +259,10 @@ class Agent(Generic[DepsT, OutputT]):
                 ``stop_reason="awaiting_approval"`` and its `RunResult.pending_approvals`;
                 continue it with `resume`. `False`: the run waits for `AgentRun.approve` or
                 `AgentRun.deny`.
+            host: Facts of the application running the agent, for its tools' context:
+                ``chat_id``, ``chat_manager``, ``app_path``, ``main_port``, ``chat_path``,
+                ``history_path``, ``debug_mode`` (`ToolContext` has each as an attribute),
+                and any other key (``ctx.host``). Copied once when the run is created.
 
         Raises:
             UserError: When both `messages` and `history` are given, `append_to_history`
@@ -275,7 +281,7 @@ class Agent(Generic[DepsT, OutputT]):
         check_settings(settings)
         thread = conversation(messages, history)
         thread.append(question)
-        config = self._configure(history, append_to_history, deps, settings, defer_approval)
+        config = self._configure(history, append_to_history, deps, settings, defer_approval, host)
         return AgentRun(config, thread)
 
     def resume(
@@ -287,6 +293,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
+        host: Mapping[str, Any] | None = None,
     ) -> AgentRun[OutputT]:
         """Continue a run that ended ``awaiting_approval``, with a person's answers.
 
@@ -318,6 +325,7 @@ class Agent(Generic[DepsT, OutputT]):
             deps: Any object tools receive as ``ctx.deps``.
             settings: Generation settings that override the agent's for this run.
             defer_approval: As for `run`.
+            host: As for `run`.
 
         Raises:
             UserError: When no call of `previous` awaits approval, an answer names another
@@ -332,7 +340,7 @@ class Agent(Generic[DepsT, OutputT]):
         if not pending:
             raise UserError("Nothing to resume: no tool call of the conversation awaits approval.")
         answers = check_answers(approvals or {}, pending)
-        config = self._configure(history, append_to_history, deps, settings, defer_approval)
+        config = self._configure(history, append_to_history, deps, settings, defer_approval, host)
         return AgentRun(config, conversation, resume=(pending, answers))
 
     def _configure(
@@ -342,7 +350,10 @@ class Agent(Generic[DepsT, OutputT]):
         deps: Any,
         settings: ModelSettings | None,
         defer_approval: bool,
+        host: Mapping[str, Any] | None,
     ) -> RunConfig:
+        if host is not None and not isinstance(host, Mapping):
+            raise UserError(f"`host` must be a mapping, got {type(host).__name__}.")
         merged = self.settings.merge(settings)
         check_tool_choice(merged.tool_choice, list(self._tools))
         return RunConfig(
@@ -366,6 +377,7 @@ class Agent(Generic[DepsT, OutputT]):
             on_event=self.on_event,
             output=self._output,
             stop_repeats=self.stop_repeats,
+            host=MappingProxyType(dict(host)) if host else None,
         )
 
     def run_sync(
@@ -379,6 +391,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps: DepsT | None = None,
         settings: ModelSettings | None = None,
         defer_approval: bool = False,
+        host: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
         """Run to the end and return the `RunResult`, from plain code or inside a running loop.
 
@@ -397,6 +410,7 @@ class Agent(Generic[DepsT, OutputT]):
             settings: Generation settings for this run.
             defer_approval: End ``awaiting_approval`` rather than wait for approvals (see
                 `run`); nothing can answer a synchronous run while it waits.
+            host: Facts of the application for the tools' context (see `run`).
 
         Raises:
             GlassAgentError: When the run fails or is aborted (with ``.result`` set).
@@ -410,6 +424,7 @@ class Agent(Generic[DepsT, OutputT]):
             deps=deps,
             settings=settings,
             defer_approval=defer_approval,
+            host=host,
         )
         return run_coroutine_sync(_await(run))
 

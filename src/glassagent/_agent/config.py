@@ -56,6 +56,8 @@ class RunConfig:
     """The structured output the run must end with (`None`: plain text)."""
     stop_repeats: bool = False
     """Make the model answer after it repeated its previous round of calls."""
+    host: Mapping[str, Any] | None = None
+    """What the application told the run for its tools (``ToolContext.host``)."""
 
 
 def append_turn(config: RunConfig, result: RunResult[Any]) -> None:

@@ -230,7 +230,7 @@ async def _invoke(request: Request) -> Response:
         body = await _read_body(request, limits)
         invoke_request = InvokeRequest.from_json(body, limits)
         store = state.stores.get(user) if state.stores is not None else None
-        invocation = Invocation(invoke_request, state.config, store)
+        invocation = Invocation(invoke_request, state.config, store, _host_of(request))
         run = await invocation.start()
     except Exception as exc:
         response = _error(exc)
@@ -240,6 +240,13 @@ async def _invoke(request: Request) -> Response:
     if invoke_request.stream:
         return EventStream(invocation, run)
     return await _answer(invocation, run, request.receive)
+
+
+def _host_of(request: Request) -> dict[str, Any]:
+    """What the server knows of itself for the tools' context: its port, when ASGI tells."""
+    server = request.scope.get("server")  # (host, port), or None (e.g. a Unix socket)
+    port = server[1] if server and len(server) > 1 and server[1] is not None else None
+    return {"main_port": None if port is None else str(port)}
 
 
 async def _watch(receive: Receive, run: AgentRun) -> None:

@@ -203,11 +203,17 @@ class Invocation:
     """
 
     def __init__(
-        self, request: InvokeRequest, config: ServerConfig, store: ChatStore | None
+        self,
+        request: InvokeRequest,
+        config: ServerConfig,
+        store: ChatStore | None,
+        host: Mapping[str, Any] | None = None,
     ) -> None:
         self.request = request
         self.config = config
         self.store = store
+        self.host: Mapping[str, Any] = host or {}
+        """Facts of the application for the tools' context (`Agent.run`'s ``host``)."""
         self.chat_id: str | None = None
         self.history: History | None = None
         self.returns_history = False  # the history goes back in the response, not to a store
@@ -277,7 +283,7 @@ class Invocation:
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
         try:
-            return agent.run(request.message, history=self.history)
+            return agent.run(request.message, history=self.history, host=self._tool_host())
         except UserError as exc:  # the thread's attachments or tool calls (AttachmentError)
             raise InvokeError(str(exc), status=422, code="invalid_history") from None
 
@@ -305,6 +311,10 @@ class Invocation:
                 self.chat_id = str(uuid.uuid4())
             else:
                 self.returns_history = True
+
+    def _tool_host(self) -> dict[str, Any]:
+        """The application's facts, with the chat and the store this turn uses."""
+        return {**self.host, "chat_id": self.chat_id, "chat_manager": self.store}
 
     def _require_store(self) -> ChatStore:
         if self.store is None:
@@ -367,6 +377,7 @@ async def invoke(
     settings: ModelSettings | None = None,
     limits: ServerLimits | None = None,
     on_event: OnEvent | None = None,
+    host: Mapping[str, Any] | None = None,
 ) -> InvokeResult:
     """Run one agent turn: resolve the conversation, run the agent, keep the turn if asked.
 
@@ -393,6 +404,9 @@ async def invoke(
         limits: The server's limits; `ServerLimits()` when not given.
         on_event: Given each event of the run as it is emitted, e.g. to trace or record it
             (see ``Agent(on_event=...)``).
+        host: Facts of the application its tools see on their context (``app_path``,
+            ``main_port``, ...; see ``Agent.run(host=...)``); the turn adds ``chat_id``
+            and ``chat_manager`` (`store`).
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).
@@ -416,7 +430,7 @@ async def invoke(
     config = make_config(
         clients, tools, system=system, settings=settings, limits=limits, on_event=on_event
     )
-    invocation = Invocation(request, config, store)
+    invocation = Invocation(request, config, store, host)
     run = await invocation.start()
     return await invocation.finish(await run_to_end(run))
 

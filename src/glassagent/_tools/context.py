@@ -4,14 +4,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
-from collections.abc import Callable
-from typing import Any, Generic
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
+if TYPE_CHECKING:
+    from glassagent._core.messages import ModelSettings
+    from glassagent._tools.tool import Tool
+
 DepsT = TypeVar("DepsT", default=Any)
 """Type of the user object passed to ``agent.run(deps=...)``."""
+
+SEED_KEYS = (
+    "model",
+    "thinking_budget",
+    "chat_path",
+    "history_path",
+    "app_path",
+    "main_port",
+    "abort_event",
+    "execution_id",
+    "chat_id",
+    "chat_manager",
+    "tool_loader",
+    "debug_mode",
+    "system_prompt",
+)
+"""The keys of `ToolContext.to_seed_dict`, those of the design's context dict."""
+
+_NO_HOST: Mapping[str, Any] = MappingProxyType({})
+_FLAG_LOCK = threading.Lock()  # only taken the first time a context's `abort_flag` is read
 
 
 class ToolContext(Generic[DepsT]):
@@ -27,16 +53,29 @@ class ToolContext(Generic[DepsT]):
             await ctx.progress(f"fetching {url}")
             ...
         ```
+
+    Besides the call itself, it carries what the run knows (`model`, `settings`,
+    `thinking_budget`, `system_prompt`, the agent's tools as `tool_loader`) and what the
+    application running the agent told it through ``agent.run(host=...)`` (`chat_id`,
+    `chat_manager`, `app_path`, `main_port`, `chat_path`, `history_path`, `debug_mode`);
+    the invoke server fills in the chat id, its store and its port. `to_seed_dict` gives
+    all of it as the plain dict older tool code expects.
     """
 
     __slots__ = (
         "_abort_event",
+        "_abort_flag",
         "_loop",
         "_loop_thread",
         "_on_progress",
+        "_tools",
         "call_id",
         "deps",
+        "host",
+        "model",
         "run_id",
+        "settings",
+        "system_prompt",
         "tool_name",
         "ui_info",
     )
@@ -50,6 +89,11 @@ class ToolContext(Generic[DepsT]):
         deps: DepsT,
         on_progress: Callable[[str], None],
         ui_info: Any = None,
+        model: str = "",
+        settings: ModelSettings | None = None,
+        system_prompt: str | None = None,
+        tools: Mapping[str, Tool] | None = None,
+        host: Mapping[str, Any] | None = None,
     ) -> None:
         self.call_id: str = call_id
         """Id of the tool call being executed."""
@@ -64,7 +108,77 @@ class ToolContext(Generic[DepsT]):
         self._on_progress = on_progress
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        self.model: str = model
+        """Id of the model the run calls (``client.model``)."""
+        if settings is None:
+            from glassagent._core.messages import ModelSettings
+
+            settings = ModelSettings()
+        self.settings: ModelSettings = settings
+        """The run's generation settings (the agent's, merged with the run's)."""
+        self.system_prompt: str | None = system_prompt
+        """The agent's system instructions (`None`: none)."""
+        self.host: Mapping[str, Any] = host if host is not None else _NO_HOST
+        """What the application told the run through ``agent.run(host=...)`` (read-only)."""
+        self._tools = tools if tools is not None else _NO_HOST
         self._abort_event = asyncio.Event()
+        self._abort_flag: threading.Event | None = None
+
+    @property
+    def execution_id(self) -> str:
+        """Id of this execution: the run's id (`run_id`), shared by the run's calls."""
+        return self.run_id
+
+    @property
+    def thinking_budget(self) -> int | None:
+        """The thinking budget of the run's settings (`None`: the model decides)."""
+        return self.settings.thinking_budget
+
+    @property
+    def tool_loader(self) -> Mapping[str, Tool]:
+        """The agent's tools by name (read-only), e.g. to call another tool's function."""
+        return MappingProxyType(self._tools)
+
+    @property
+    def chat_id(self) -> str | None:
+        """Id of the stored chat the run continues (``host["chat_id"]``), else `None`."""
+        return self._host_str("chat_id")
+
+    @property
+    def chat_manager(self) -> Any:
+        """The chat store the run's chat is kept in (``host["chat_manager"]``), else `None`."""
+        return self.host.get("chat_manager")
+
+    @property
+    def app_path(self) -> str | None:
+        """The host application's path (``host["app_path"]``), else `None`."""
+        return self._host_str("app_path")
+
+    @property
+    def main_port(self) -> str | None:
+        """The port the host application serves on (``host["main_port"]``), else `None`."""
+        return self._host_str("main_port")
+
+    @property
+    def chat_path(self) -> str | None:
+        """The folder of the run's chat (``host["chat_path"]``), else `None`."""
+        return self._host_str("chat_path")
+
+    @property
+    def history_path(self) -> str | None:
+        """The file of the run's history (``host["history_path"]``), else `None`."""
+        return self._host_str("history_path")
+
+    @property
+    def debug_mode(self) -> bool:
+        """``host["debug_mode"]`` when given, else whether ``glassagent`` logs at DEBUG."""
+        if "debug_mode" in self.host:
+            return bool(self.host["debug_mode"])
+        return logging.getLogger("glassagent").isEnabledFor(logging.DEBUG)
+
+    def _host_str(self, key: str) -> str | None:
+        value = self.host.get(key)
+        return None if value is None else str(value)
 
     async def progress(self, message: str) -> None:
         """Report progress; it reaches the run's consumer as a ``tool_progress`` event at once.
@@ -99,8 +213,52 @@ class ToolContext(Generic[DepsT]):
         """An event set when the run is aborted or this call times out (for ``await``)."""
         return self._abort_event
 
+    @property
+    def abort_flag(self) -> threading.Event:
+        """A `threading.Event` set when the run is aborted or this call times out.
+
+        The view of `abort_event` for a synchronous tool, which runs on a worker thread:
+        ``ctx.abort_flag.wait(5)`` sleeps until then. Made on first use.
+        """
+        flag = self._abort_flag
+        if flag is None:
+            with _FLAG_LOCK:
+                flag = self._abort_flag
+                if flag is None:
+                    flag = threading.Event()
+                    self._abort_flag = flag
+            if self._abort_event.is_set():  # aborted before the flag existed
+                flag.set()
+        return flag
+
+    def to_seed_dict(self) -> dict[str, Any]:
+        """This context as the design's plain context dict (the keys of `SEED_KEYS`).
+
+        ``abort_event`` is `abort_flag` (a `threading.Event`), ``execution_id`` the run's id
+        and ``tool_loader`` the agent's tools by name; the host's facts are `None` when the
+        application did not give them.
+        """
+        return {
+            "model": self.model,
+            "thinking_budget": self.thinking_budget,
+            "chat_path": self.chat_path,
+            "history_path": self.history_path,
+            "app_path": self.app_path,
+            "main_port": self.main_port,
+            "abort_event": self.abort_flag,
+            "execution_id": self.execution_id,
+            "chat_id": self.chat_id,
+            "chat_manager": self.chat_manager,
+            "tool_loader": self.tool_loader,
+            "debug_mode": self.debug_mode,
+            "system_prompt": self.system_prompt,
+        }
+
     def _abort(self) -> None:
         self._abort_event.set()
+        flag = self._abort_flag
+        if flag is not None:
+            flag.set()
 
     def __repr__(self) -> str:
         return f"ToolContext(tool_name={self.tool_name!r}, call_id={self.call_id!r})"
