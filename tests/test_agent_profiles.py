@@ -336,3 +336,17 @@ async def test_no_max_tokens_default_for_a_model_that_does_not_take_it(profiles:
     client = ScriptedClient(["ok"], model="acme-reasoner")
     await Agent(client).run("hi")
     assert settings_sent(client) == [None]
+
+
+@pytest.mark.parametrize("name", ["max_output_tokens", "max_completion_tokens", "max_tokens"])
+async def test_the_design_documents_name_for_the_limit_takes_the_default(
+    profiles: Path, name: str
+) -> None:
+    # ai_client_rule.txt §7 lists "max_output_tokens" among supported_parameters
+    data = profile_data("acme-seed")
+    data["capabilities"]["max_completion_tokens"] = 600
+    data["capabilities"]["supported_parameters"] = ["temperature", name]
+    write(profiles, data)
+    client = ScriptedClient(["ok"], model="acme-seed")
+    await Agent(client).run("hi")
+    assert settings_sent(client) == [600]

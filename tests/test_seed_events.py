@@ -241,6 +241,32 @@ async def test_a_run_with_a_dict_result_records_replays_and_renders(tmp_path: Pa
     assert shown in replayed._repr_markdown_()
 
 
+async def test_a_recording_from_before_structured_results_still_checks(tmp_path: Path) -> None:
+    recorded, _ = await run_search()
+    old = []  # as a recording made when execution.result was always the JSON text
+    for event in recorded.events:
+        data = event.to_dict()
+        if data["type"] == "function_execution_complete":
+            result = data["execution"]["result"]
+            data["execution"]["result"] = json.dumps(result, separators=(",", ":"))
+        old.append(data)
+    replay = ReplayClient.from_events(old)
+    replay.check(await Agent(replay, [web_search_tool()]).run("search"))
+
+
+async def test_a_result_with_nan_stays_text_so_the_event_stays_json() -> None:
+    @tool
+    def measure() -> dict[str, float]:
+        """Measure."""
+        return {"x": float("nan")}
+
+    client = ScriptedClient([LLMResponse(tool_calls=[ToolCall("c1", "measure", {})]), "done"])
+    result = await Agent(client, [measure]).run("go")
+    event = only(result.events, "function_execution_complete")
+    assert isinstance(event["execution"]["result"], str)
+    json.dumps(event, allow_nan=False)  # strict JSON, as a browser's JSON.parse needs
+
+
 def test_the_terminal_view_shows_a_structured_result_as_json() -> None:
     out = io.StringIO()
     view = _view.HumanView(_view.PlainWriter(out), _view.PLAIN_MARKS)

@@ -206,6 +206,8 @@ def test_ai_profile_in_the_working_folder_is_found(
     assert shipped.pricing is not None
     assert shipped.pricing.as_of is not None
     monkeypatch.chdir(app)
+    assert get_profile("gemini-2.5-flash", "gemini") == shipped  # looked for once, already
+    reload_profiles()
     profile = get_profile("gemini-2.5-flash", "gemini")
     assert profile is not None
     assert profile.origin == str(folder / "gemini-2.5-flash.json")
@@ -218,6 +220,18 @@ def test_ai_profile_in_the_working_folder_is_found(
     assert get_profile("gemini-2.5-flash").notes == ("from env",)  # type: ignore[union-attr]
     monkeypatch.delenv("GLASSAGENT_PROFILE_PATH")
     monkeypatch.chdir(tmp_path)  # another working folder: the shipped one again
+    reload_profiles()
+    assert get_profile("gemini-2.5-flash", "gemini") == shipped
+
+
+def test_an_ai_profile_folder_made_during_a_run_changes_nothing(tmp_path: Path) -> None:
+    # A run's tools may write in the working folder: a profile there must not lift a
+    # price (a budget) or a limit of the running process.
+    shipped = get_profile("gemini-2.5-flash", "gemini")
+    folder = tmp_path / "ai_profile"
+    free = json.loads(SEED.read_text(encoding="utf-8"))
+    free["pricing"] = {"input_per_1m_tokens": 0, "output_per_1m_tokens": 0, "currency": "USD"}
+    write(folder, free)
     assert get_profile("gemini-2.5-flash", "gemini") == shipped
 
 

@@ -183,6 +183,17 @@ async def test_invoke_gives_the_tool_its_chat_id_and_store(tmp_path: Path) -> No
     assert ctx.app_path == "/srv/app.py"
 
 
+async def test_a_turn_without_a_store_keeps_the_hosts_chat_manager() -> None:
+    seen, snoop = snooping()
+    manager = object()  # the application's own, as the design documents' chat_manager
+    request = InvokeRequest(message="go")
+    host = {"chat_manager": manager, "chat_id": "app-chat"}
+    await invoke(request, clients=calling("snoop"), tools=[snoop], host=host)
+    (ctx,) = seen
+    assert ctx.chat_manager is manager
+    assert ctx.chat_id == "app-chat"
+
+
 async def test_the_http_app_gives_the_tool_its_port(tmp_path: Path) -> None:
     seen, snoop = snooping()
     app = create_app(model=calling("snoop"), tools=[snoop], store=tmp_path)

@@ -37,6 +37,9 @@ CHARS_PER_TOKEN = 4
 _NO_USAGE = "the client reported no token usage for the call"
 _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml"})
 
+# a profile's names for the answer's length limit (the design documents' ``max_output_tokens``)
+_MAX_TOKENS_NAMES = frozenset({"max_tokens", "max_output_tokens", "max_completion_tokens"})
+
 
 def request_chars(
     messages: Sequence[Message], tools: Sequence[ToolDefinition], system: str | None
@@ -190,7 +193,7 @@ class RunGuard:
                 config = replace(config, client=JsonToolsClient(client))
             most = profile.capabilities.max_completion_tokens
             supported = profile.capabilities.supported_parameters
-            takes = not supported or "max_tokens" in supported
+            takes = not supported or not _MAX_TOKENS_NAMES.isdisjoint(supported)
             if most is not None and config.settings.max_tokens is None and takes:
                 config = replace(config, settings=replace(config.settings, max_tokens=most))
                 self._default_max = most

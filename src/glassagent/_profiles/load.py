@@ -1,7 +1,8 @@
 """Finding profiles: shipped, plugins', ``./ai_profile``, the environment, ``profile_dirs=``.
 
 Everything is read on the first lookup, not at import, and kept for the process; a lookup
-after that is a dictionary access (and one look for ``ai_profile`` in the working folder).
+after that is a dictionary access. The working folder's ``ai_profile`` is looked for once,
+at the first lookup: a folder a run's tools write later changes nothing in the process.
 `reload_profiles` forgets what was read. An invalid file in a directory is skipped with a
 `ProfileWarning`; only a lookup of its own model raises.
 """
@@ -87,6 +88,7 @@ class _Layer:
 
 _lock = threading.RLock()
 _base: _Layer | None = None  # shipped, then plugins: lowest precedence first
+_working: str | None = None  # the working folder's ai_profile, "" for none; None: not yet
 _directories: dict[str, _Layer] = {}
 _indexes: dict[tuple[str, tuple[str, ...], str], _Index] = {}
 
@@ -269,13 +271,28 @@ def _absolute(directory: str) -> str:
     return os.path.abspath(os.path.expanduser(directory))
 
 
+def _working_folder_profiles() -> str:
+    """The working folder's ``ai_profile`` folder ("" for none), looked for once (`_lock` held).
+
+    Once, at the first lookup after import or `reload_profiles`: a folder that appears later
+    (written by a run's own tools, say) changes no profile, price or limit of the process.
+    """
+    global _working
+    if _working is None:
+        try:
+            _working = _absolute(AI_PROFILE_DIR) if os.path.isdir(AI_PROFILE_DIR) else ""
+        except OSError:  # the working folder was removed
+            _working = ""
+    return _working
+
+
 def _index(profile_dirs: ProfileDirs | None) -> _Index:
     env = os.environ.get(PROFILE_PATH_ENV, "")
     env = os.pathsep.join(_absolute(d) for d in env.split(os.pathsep) if d)
     arguments = _dir_list(profile_dirs)
-    working = _absolute(AI_PROFILE_DIR) if os.path.isdir(AI_PROFILE_DIR) else ""
-    key = (env, arguments, working)
     with _lock:
+        working = _working_folder_profiles()
+        key = (env, arguments, working)
         index = _indexes.get(key)
         if index is None:
             index = _indexes[key] = _build(env, arguments, working)
@@ -327,7 +344,8 @@ def get_profile(
 
     Profiles come from, the later winning over the earlier for the same model and provider:
     glassagent's own; installed plugins (the ``glassagent.profiles`` entry-point group); the
-    ``ai_profile`` folder of the working folder, when there is one; the directories of
+    ``ai_profile`` folder of the working folder, when there is one at the first lookup (one
+    made later is not read until `reload_profiles`); the directories of
     ``GLASSAGENT_PROFILE_PATH`` (separated by `os.pathsep`, the first winning); the
     directories of `profile_dirs` (the first winning). They are read on the first call and
     kept for the process (`reload_profiles` reads them again).
@@ -380,8 +398,9 @@ def list_profiles(*, profile_dirs: ProfileDirs | None = None) -> ProfileList:
 
 def reload_profiles() -> None:
     """Forget the profiles read so far; the next lookup reads files and plugins again."""
-    global _base
+    global _base, _working
     with _lock:
         _base = None
+        _working = None
         _directories.clear()
         _indexes.clear()

@@ -92,7 +92,8 @@ def events(items: Iterable[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
     the order of the calls (each call's own events keep theirs).
     """
     stripped = [
-        _strip(normal(item.to_dict() if isinstance(item, BaseEvent) else item)) for item in items
+        _structured(_strip(normal(item.to_dict() if isinstance(item, BaseEvent) else item)))
+        for item in items
     ]
     out: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] | None = None
@@ -122,6 +123,24 @@ def _call_id(event: Mapping[str, Any]) -> Any:
     if isinstance(execution, Mapping):
         return execution.get("call_id")
     return event.get("call_id")
+
+
+def _structured(event: dict[str, Any]) -> dict[str, Any]:
+    """A tool result as JSON text (as recordings before structured results hold it) read back.
+
+    So a run recorded when ``execution.result`` was always text compares equal to its replay.
+    """
+    execution = event.get("execution")
+    result = execution.get("result") if isinstance(execution, dict) else None
+    if isinstance(result, str) and result[:1] in ("{", "["):
+        try:
+            value = json.loads(result)
+        except ValueError:
+            return event
+        if isinstance(value, (dict, list)):
+            assert isinstance(execution, dict)
+            event["execution"] = {**execution, "result": value}
+    return event
 
 
 def _strip(value: Any) -> Any:

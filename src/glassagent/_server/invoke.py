@@ -314,7 +314,8 @@ class Invocation:
 
     def _tool_host(self) -> dict[str, Any]:
         """The application's facts, with the chat and the store this turn uses."""
-        return {**self.host, "chat_id": self.chat_id, "chat_manager": self.store}
+        turn = {"chat_id": self.chat_id, "chat_manager": self.store}
+        return {**self.host, **{name: value for name, value in turn.items() if value is not None}}
 
     def _require_store(self) -> ChatStore:
         if self.store is None:

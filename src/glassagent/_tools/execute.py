@@ -206,12 +206,26 @@ def _result(
     return ToolResult(call.id, call.name, output, is_error, duration, ui_info, structured)
 
 
+_STRUCTURED_CHARS = 1_000_000  # a longer result stays text in the event only
+
+
 def _structured(value: Any, output: str) -> dict[str, Any] | list[Any] | None:
-    """`output` read back as JSON values when `value` gave a JSON object or array."""
-    if isinstance(value, str) or output[:1] not in ("{", "["):
+    """`output` read back as JSON values when `value` gave a JSON object or array.
+
+    Not for a very long result, nor one with ``NaN`` or ``Infinity`` (not JSON: an event must
+    stay strict JSON for the browser and other readers); the event keeps the text then.
+    """
+    if isinstance(value, str) or output[:1] not in ("{", "[") or len(output) > _STRUCTURED_CHARS:
         return None
-    data: dict[str, Any] | list[Any] = json.loads(output)
+    try:
+        data: dict[str, Any] | list[Any] = json.loads(output, parse_constant=_not_json)
+    except ValueError:
+        return None
     return data
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def prepare_call(
