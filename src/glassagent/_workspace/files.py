@@ -18,8 +18,8 @@ MAX_EDIT_BYTES = 10_000_000
 
 
 @contextlib.contextmanager
-def _opened(entry: FileEntry, shown: str, verb: str) -> Iterator[tuple[BinaryIO, int]]:
-    """The file open for reading, and its size; refused unless it is a lone regular file.
+def _opened(entry: FileEntry, shown: str, verb: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """The file open for reading, and its status; refused unless it is a lone regular file.
 
     `verb` says what would be done with it ("read", "edited"), for the hard-link message.
     """
@@ -43,7 +43,7 @@ def _opened(entry: FileEntry, shown: str, verb: str) -> Iterator[tuple[BinaryIO,
         os.close(fd)
         raise
     with f:
-        yield f, info.st_size
+        yield f, info
 
 
 def _a_folder(shown: str) -> ToolError:
@@ -67,7 +67,8 @@ def read_lines(
     `shown` is the path as the model gave it.
     """
     start = offset or 1
-    with confinement.file(shown) as entry, _opened(entry, shown, "read") as (f, size):
+    with confinement.file(shown) as entry, _opened(entry, shown, "read") as (f, info):
+        size = info.st_size
         try:
             if b"\0" in f.read(_SNIFF_BYTES):
                 return f"{shown!r} is a binary file ({size} bytes); its content is not shown."
@@ -229,7 +230,8 @@ def _edited(entry: FileEntry, shown: str, old: str, new: str) -> tuple[str, int,
 
 def _read_text(entry: FileEntry, shown: str) -> tuple[str, int]:
     """The whole file as UTF-8 text, and its mode; large, binary, non-UTF-8 files refused."""
-    with _opened(entry, shown, "edited") as (f, size):
+    with _opened(entry, shown, "edited") as (f, info):
+        size = info.st_size
         if size > MAX_EDIT_BYTES:
             raise ToolError(
                 f"{shown!r} is too large to edit ({size} bytes, the limit is {MAX_EDIT_BYTES})."
@@ -238,7 +240,7 @@ def _read_text(entry: FileEntry, shown: str) -> tuple[str, int]:
             data = f.read(MAX_EDIT_BYTES + 1)
         except OSError as exc:
             raise ToolError(f"{shown!r} cannot be read: {exc.strerror or exc}.") from None
-        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        mode = stat.S_IMODE(info.st_mode)
     if b"\0" in data[:_SNIFF_BYTES]:
         raise ToolError(f"{shown!r} is a binary file; it cannot be edited as text.")
     try:

@@ -10,7 +10,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TypeAlias
 
-from glassagent._workspace.paths import Confinement
+from glassagent._workspace.paths import READ_FLAGS, Confinement
 
 MAX_ENTRIES = 500
 """Most entries one listing shows."""
@@ -36,13 +36,7 @@ SKIPPED_FOLDERS = frozenset(
 )
 """Folders a listing does not go into: version control, caches, environments, packages."""
 
-_FOLDER_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_DIRECTORY", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+_FOLDER_FLAGS = READ_FLAGS | getattr(os, "O_DIRECTORY", 0)  # a folder to scan, not a link
 
 
 def list_entries(confinement: Confinement, shown: str, pattern: str | None) -> str:

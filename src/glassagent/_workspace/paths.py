@@ -28,8 +28,7 @@ DESCRIPTORS: bool = (
 )
 """Whether paths are walked through folder descriptors (race-free) on this system."""
 
-# A file is opened without following a last link, and without waiting (a FIFO).
-_READ_FLAGS = (
+READ_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_NONBLOCK", 0)
@@ -37,6 +36,7 @@ _READ_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
 )
+"""How a file is opened: without following a last link, and without waiting (a FIFO)."""
 _TEMP_FLAGS = (
     os.O_WRONLY
     | os.O_CREAT
@@ -72,7 +72,7 @@ class Confinement:
     in one of its folders). Symbolic links that stay inside are followed.
     """
 
-    __slots__ = ("_aliases", "_identity", "descriptors", "root")
+    __slots__ = ("_aliases", "_identity", "root")
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         """Confine paths to `root`, an existing folder.
@@ -94,8 +94,6 @@ class Confinement:
         self._aliases = (self.root, given)
         info = self.root.stat()
         self._identity = (info.st_dev, info.st_ino)
-        self.descriptors: bool = DESCRIPTORS
-        """Whether paths are walked through folder descriptors (`DESCRIPTORS`)."""
 
     def resolve(self, path: str) -> Path:
         """Return `path` (relative to the root, or absolute) resolved, symbolic links followed.
@@ -129,7 +127,7 @@ class Confinement:
         Raises `ToolError` (for the model) when the path leads outside or a folder on the
         way is missing (without `make_folders`) or cannot be opened.
         """
-        if not self.descriptors:
+        if not DESCRIPTORS:
             yield _PathEntry(self.resolve(path))
             return
         with self._entry(path, make_folders=make_folders) as entry:
@@ -160,7 +158,7 @@ class Confinement:
         where there are no folder descriptors. Raises `ToolError` when `path` leads outside,
         is missing, or is not a folder.
         """
-        if not self.descriptors:
+        if not DESCRIPTORS:
             resolved = self.resolve(path)
             if not resolved.exists():
                 raise ToolError(f"{path!r} does not exist.")
@@ -187,7 +185,7 @@ class Confinement:
 
         Other failures (a file in the way, ...) are left for the write to report.
         """
-        if not self.descriptors:
+        if not DESCRIPTORS:
             self.resolve(path)
             return
         parts = self._parts(path)
@@ -267,7 +265,7 @@ class _DescriptorEntry:
     def open(self) -> int:
         while True:
             try:
-                return os.open(self.name or ".", _READ_FLAGS, dir_fd=self._walk.folder)
+                return os.open(self.name or ".", READ_FLAGS, dir_fd=self._walk.folder)
             except OSError as exc:
                 if self.name is None or exc.errno not in (errno.ELOOP, errno.EMLINK):
                     raise
@@ -305,7 +303,7 @@ class _PathEntry:
     def open(self) -> int:
         if self.path.is_dir():  # Windows cannot open a folder
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        return os.open(self.path, _READ_FLAGS)
+        return os.open(self.path, READ_FLAGS)
 
     def replace(self, data: bytes, mode: int | None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

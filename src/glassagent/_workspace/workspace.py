@@ -7,6 +7,7 @@ import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, TypeAlias
 
@@ -235,9 +236,7 @@ class Workspace:
                     f"{command.description}\n\nIt runs in a sandbox: it can write only in the "
                     f"workspace and its temporary folder{network}."
                 )
-                command = Tool(
-                    self._execute_command, name="execute_command", description=told, **change
-                )
+                command.definition = replace(command.definition, description=told)
             made.append(command)
         return tuple(made)
 
