@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from starlette.requests import Request
 from starlette.responses import Response
 
+from glassagent._server.hosts import split_host
+
 COOKIE_PREFIX = "glassagent-token"
 """The web view's cookie is this name, then ``-`` and the port of the address in use."""
 
@@ -30,15 +32,8 @@ def hashed(tokens: Mapping[str, str]) -> dict[bytes, str]:
 
 def cookie_name(host: str | None) -> str:
     """The cookie's name for a request whose ``Host`` header is `host`."""
-    port = _port(host or "")
+    port = split_host(host or "")[1]
     return f"{COOKIE_PREFIX}-{port}" if port else COOKIE_PREFIX
-
-
-def _port(host: str) -> str:
-    name, colon, port = host.rpartition(":")
-    if not colon or not port.isdigit() or (name.startswith("[") and not name.endswith("]")):
-        return ""
-    return port
 
 
 def user_of(tokens: Mapping[bytes, str], request: Request) -> str | None:

@@ -21,12 +21,13 @@ headers and a dictionary look-up per request.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from glassagent._providers.http import is_loopback
 from glassagent._server.hosts import host_name
+from glassagent._server.request import InvokeError
+from glassagent._server.responses import error_response
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -35,8 +36,8 @@ _SEEN_HOSTS = 1024  # Host values remembered, so most requests skip parsing thei
 
 
 def _refusal(status: int, code: str, message: str, *extra: tuple[bytes, bytes]) -> Message:
-    body = json.dumps({"error": {"code": code, "type": "InvokeError", "message": message}})
-    encoded = body.encode()
+    _, body, _ = error_response(InvokeError(message, status=status, code=code))
+    encoded = json.dumps(body).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(encoded)).encode()),
@@ -174,11 +175,8 @@ async def _send(send: Send, refusal: Message) -> None:
 
 def _nosniff(send: Send) -> Send:
     async def sender(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers: list[Any] = list(message.get("headers", ()))
-            if not any(name.lower() == NOSNIFF[0] for name, _ in headers):
-                headers.append(NOSNIFF)
-                message = {**message, "headers": headers}
+        if message["type"] == "http.response.start":  # no route sets it: the guard alone does
+            message = {**message, "headers": [*message.get("headers", ()), NOSNIFF]}
         await send(message)
 
     return sender

@@ -92,9 +92,17 @@ def check_allowed_origins(origins: Iterable[str]) -> frozenset[str]:
 
 def host_name(host: str) -> str:
     """The name or address in a ``Host`` header: no port, no brackets, lower-case."""
+    return split_host(host)[0]
+
+
+def split_host(host: str) -> tuple[str, str]:
+    """A ``Host`` header's name (no brackets, lower-case) and its port (``""`` for none)."""
     host = host.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        return host[1:end] if end > 0 else host
+        if end <= 0:
+            return host, ""
+        rest = host[end + 1 :]
+        return host[1:end], rest[1:] if rest[:1] == ":" and rest[1:].isdigit() else ""
     name, colon, port = host.rpartition(":")
-    return name if colon and (port.isdigit() or not port) else host
+    return (name, port) if colon and (port.isdigit() or not port) else (host, "")
