@@ -7,7 +7,7 @@ import os
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import unquote, urlsplit
 
 from glassagent._core.errors import AttachmentError, UserError
@@ -40,8 +40,8 @@ ToolProtocol = Literal["native", "json", "auto"]
 """How a client offers tools to the model: the provider's own tool calling (``native``), the
 JSON tool protocol in the system prompt (``json``), or ``auto`` until the client has decided."""
 
-_ROLES = frozenset(("system", "user", "assistant", "tool"))
-_STATUSES = frozenset(("completed", "aborted", "unreadable"))
+_ROLES = frozenset(get_args(Role))
+_STATUSES = frozenset(get_args(MessageStatus))
 
 
 @dataclass(frozen=True)

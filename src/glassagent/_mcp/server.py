@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from typing_extensions import Self
 
 from glassagent._core.errors import MCPServerError, ToolError, UserError
+from glassagent._core.options import check_integer
 from glassagent._mcp.connection import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
@@ -37,14 +38,6 @@ def _check_timeout(name: str, value: float | None) -> float | None:
         return value
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise UserError(f"MCPServer: `{name}` must be a positive number of seconds or None.")
-    return value
-
-
-def _check_limit(value: int | None) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise UserError(
-            f"MCPServer: `max_result_chars` must be a positive integer or None, got {value!r}."
-        )
     return value
 
 
@@ -136,7 +129,8 @@ class MCPServer:
         """Seconds a tool call may take, `None` for no limit."""
         self.tool_prefix: str | None = tool_prefix
         """Put before each tool's name, with ``_``."""
-        self.max_result_chars: int | None = _check_limit(max_result_chars)
+        check_integer("MCPServer", "max_result_chars", max_result_chars, 1)
+        self.max_result_chars: int | None = max_result_chars
         """Most characters of a tool's result passed on, `None` for no limit."""
         self._connection: Connection | None = None
         self._instructions: str | None = None

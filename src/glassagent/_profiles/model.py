@@ -265,14 +265,9 @@ class ModelProfile(_Section):
         For example ``{"basic_info.family": "gemini"}``; empty for a profile of only known
         fields. They are kept, not refused, so profiles written for other tools load.
         """
-        found: dict[str, Any] = {}
-        for name, value in (self.model_extra or {}).items():
-            found[name] = value
-        for section_name in type(self).model_fields:
-            section = getattr(self, section_name)
-            sections = section if isinstance(section, tuple) else (section,)
-            for section_value in sections:
-                _collect_extra(section_value, section_name, found)
+        found: dict[str, Any] = dict(self.model_extra or {})
+        for name in type(self).model_fields:
+            _collect_extra(getattr(self, name), name, found)
         return found
 
     @property
