@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-_SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL")
+_SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL", "_API_VERSION", "_ORG_ID", "_ENDPOINT")
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ws_proxy", "wss_proxy"}
 
 

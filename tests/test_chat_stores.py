@@ -317,3 +317,41 @@ async def test_concurrent_merges_never_conflict_nor_lose_a_turn(place: Place) ->
         (answer,) = final.children(branch)
         assert final[answer].content == "answer " + final[branch].content[1:]
     assert len(final) == 13
+
+
+async def test_the_store_gives_a_conversation_thread_as_the_seeds_chat_manager(
+    place: Place,
+) -> None:
+    """``chat_manager.get_conversation_thread(history)`` (the design, section 4) on a store."""
+    store = await place.open()
+    history = History(title="branched")
+    question = history.append(Message(role="user", content="Pick a colour."))
+    blue = history.append(Message(role="assistant", content="Blue."))
+    history.branch(question)
+    history.append(Message(role="assistant", content="Green."))
+    await store.asave("colours", history)
+    loaded = await store.aload("colours")
+    assert loaded is not None
+    thread = store.get_conversation_thread(loaded)
+    assert [m.content for m in thread] == ["Pick a colour.", "Green."]
+    assert [m.content for m in store.get_conversation_thread(loaded, blue)] == [
+        "Pick a colour.",
+        "Blue.",
+    ]
+    # the standard dict, as the seed's tools hold it, in either version
+    for version in ("2.0", "1"):
+        document = loaded.to_dict(version)  # type: ignore[arg-type]
+        assert [m.id for m in store.get_conversation_thread(document)] == [m.id for m in thread]
+    assert store.get_conversation_thread(History()) == []
+    with pytest.raises(HistoryValidationError):
+        store.get_conversation_thread({"schema_version": "2.0", "messages": "not messages"})
+    with pytest.raises(UserError, match="History or a standard history dict"):
+        store.get_conversation_thread(["not", "a", "history"])  # type: ignore[arg-type]
+
+
+async def test_a_thread_from_a_dict_is_read_within_the_stores_limits(place: Place) -> None:
+    store = await place.open(limits=HistoryLimits(max_messages=2))
+    document = chat("one", "two", "three").to_dict()
+    with pytest.raises(HistoryValidationError, match="2"):
+        store.get_conversation_thread(document)
+    assert [m.content for m in store.get_conversation_thread(chat("one", "two"))] == ["one", "two"]

@@ -362,7 +362,7 @@ async def test_a_run_raising_base_exceptions_or_returning_no_text_is_skipped() -
     assert errors == {
         "exits": "SystemExit: 3",
         "cancels": "cancelled from within",
-        "number": "TypeError: run returned a int, not a str",
+        "number": "TypeError: run returned a int, not a str or a ContextResult",
     }
     assert client.requests[0].messages[-1].content == "hello"
     assert result.stop_reason == "end_turn"

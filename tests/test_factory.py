@@ -31,7 +31,7 @@ def test_known_providers_case_insensitive(monkeypatch) -> None:
 
 
 def test_unknown_provider_lists_the_known_ones() -> None:
-    known = "anthropic, gemini, llama, ollama, openai, openai_compatible"
+    known = "anthropic, azure_openai, gemini, llama, ollama, openai, openai_compatible"
     with pytest.raises(ConfigurationError, match=known):
         create_llm_client("mistral")
 

@@ -10,7 +10,13 @@ import respx
 
 from glassagent import Agent
 from glassagent.errors import ConfigurationError, GlassAgentError, ProviderUnavailableError
-from glassagent.llm import GeminiClient, Message, OpenAICompatibleClient, RetryPolicy
+from glassagent.llm import (
+    AzureOpenAIClient,
+    GeminiClient,
+    Message,
+    OpenAICompatibleClient,
+    RetryPolicy,
+)
 from loopback_server import LoopbackServer, Reply, Request
 
 HI = [Message(role="user", content="hi")]
@@ -18,6 +24,7 @@ GEMINI_KEY = "AIzaSyD-echoed-key-0123456789abcdefghij"
 OPENAI_KEY = "sk-echoed-key-0123456789abcdefghijklmnop"
 NO_RETRY = RetryPolicy(max_retries=0)
 KEY = "sk-SECRET0123456789abcdefSECRET"
+AZURE_KEY = "8f2c1e0d9b7a4c3e8f2c1e0d9b7a4c3e"
 
 
 def everything_about(error: BaseException) -> str:
@@ -93,6 +100,27 @@ async def test_a_key_echoed_in_a_stream_error_is_masked() -> None:
     assert OPENAI_KEY not in json.dumps([e.to_dict() for e in via_agent.value.result.events])
 
 
+def azure_refusing_the_key(request: Request) -> Reply:
+    body = {"error": {"code": "401", "message": f"Access denied for key {AZURE_KEY}."}}
+    return Reply.body(json.dumps(body).encode(), 401, Content_Type="application/json")
+
+
+async def test_a_key_azure_echoes_is_masked_everywhere() -> None:
+    with LoopbackServer(azure_refusing_the_key) as server:
+        client = AzureOpenAIClient("d", endpoint=server.url, api_key=AZURE_KEY, retry=NO_RETRY)
+        async with client:
+            with pytest.raises(GlassAgentError) as direct:
+                _ = [p async for p in client.stream(HI)]
+            with pytest.raises(GlassAgentError) as via_agent:
+                await Agent(client).run("hi")
+    assert server.requests[0].headers["api-key"] == AZURE_KEY
+    for error in (direct.value, via_agent.value):
+        assert "Access denied for key" in str(error)
+        assert AZURE_KEY not in everything_about(error)
+    assert via_agent.value.result is not None
+    assert AZURE_KEY not in json.dumps([e.to_dict() for e in via_agent.value.result.events])
+
+
 async def test_the_cause_of_a_transport_failure_holds_no_request_headers() -> None:
     import socket
 
@@ -151,8 +179,9 @@ async def test_a_key_read_with_its_newline_is_cleaned() -> None:
     [
         lambda key: OpenAICompatibleClient("gpt-4o-mini", api_key=key),
         lambda key: GeminiClient(api_key=key),
+        lambda key: AzureOpenAIClient("d", endpoint="https://r.openai.azure.com", api_key=key),
     ],
-    ids=["openai", "gemini"],
+    ids=["openai", "gemini", "azure_openai"],
 )
 def test_a_key_with_inner_white_space_is_refused_without_showing_it(make) -> None:
     with pytest.raises(ConfigurationError, match="white space") as info:

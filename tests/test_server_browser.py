@@ -319,6 +319,56 @@ def test_the_address_with_the_token_signs_in_and_a_chat_without_a_store_goes_on(
     ]
 
 
+def test_a_tool_call_shows_the_display_name_as_text_beside_the_function_name(
+    browser: Any,
+) -> None:
+    """``@tool(display_name=...)``: "Web検索 (web_search)"; a name of markup stays text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    @tool(display_name="Web検索")
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return "first hit"
+
+    @tool(display_name='<img src=x id="injected-name"><b>Add</b>')
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @tool
+    def plain(x: int) -> int:
+        """Return x."""
+        return x
+
+    calls = [
+        ToolCall("c1", "web_search", {"query": "東京"}),
+        ToolCall("c2", "add", {"a": 1, "b": 2}),
+        ToolCall("c3", "plain", {"x": 1}),
+    ]
+    model = ScriptedClient([LLMResponse(tool_calls=calls), "Done."])
+    find_all = browser.find_elements
+    app = create_app(model=model, tools=[web_search, add, plain], access_token=LAUNCH_TOKEN)
+    with ThreadedServer(app) as server:
+        browser.get(f"{server.url}/?token={LAUNCH_TOKEN}")
+        browser.find_element(By.ID, "message").send_keys("Search.", Keys.ENTER)
+        wait_for(lambda: find_all(By.CSS_SELECTOR, ".turn-status.complete"), "the turn's end")
+        titles = [t.text for t in find_all(By.CSS_SELECTOR, ".turn .step.tool .step-title")]
+        names = [t.text for t in find_all(By.CSS_SELECTOR, ".turn .step.tool .tool-name")]
+        functions = [t.text for t in find_all(By.CSS_SELECTOR, ".turn .step.tool .function-name")]
+        tools = [t.get_attribute("data-tool") for t in find_all(By.CSS_SELECTOR, ".step.tool")]
+        injected = find_all(By.CSS_SELECTOR, "#transcript img, #transcript b, #injected-name")
+    assert titles == [
+        "Tool call Web検索 (web_search)",
+        'Tool call <img src=x id="injected-name"><b>Add</b> (add)',
+        "Tool call plain",
+    ]
+    assert names == ["Web検索", '<img src=x id="injected-name"><b>Add</b>', "plain"]
+    assert functions == ["(web_search)", "(add)"]
+    assert tools == ["web_search", "add", "plain"]
+    assert injected == []
+
+
 def evil_page(target: str) -> bytes:
     """A page of another site that tries every way a page has to post to `target`."""
     return f"""<!doctype html><html><body>

@@ -3,9 +3,10 @@
 Every backend translates between these types and its own wire format; provider types never
 leave the backend. A new backend subclasses `BaseLLMClient` and implements `chat`.
 
-Shipped backends: `AnthropicClient` (Anthropic's Messages API), `GeminiClient` (Google
-Gemini on google-genai), `OpenAICompatibleClient` (OpenAI, llama-server, vLLM, LM Studio),
-`OllamaClient` and `LlamaClient`;
+Shipped backends: `AnthropicClient` (Anthropic's Messages API), `AzureOpenAIClient` (model
+deployments on Azure OpenAI), `GeminiClient` (Google Gemini on google-genai),
+`OpenAICompatibleClient` (OpenAI, llama-server, vLLM, LM Studio), `OllamaClient` and
+`LlamaClient`;
 `create_llm_client` makes one by provider name, including providers that other packages add
 through the ``glassagent.providers`` entry-point group or `register_provider`. Each takes an
 `AttachmentPolicy`, which says which local files attachments may read and whether remote
@@ -37,6 +38,7 @@ from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions
 from glassagent._core.output import OutputMode, OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
+from glassagent._providers.azure import AzureOpenAIClient
 from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
 from glassagent._providers.ollama import LlamaClient, OllamaClient
@@ -47,6 +49,7 @@ __all__ = [
     "AnthropicClient",
     "Attachment",
     "AttachmentPolicy",
+    "AzureOpenAIClient",
     "BaseLLMClient",
     "GeminiClient",
     "GeminiOptions",

@@ -6,21 +6,27 @@ Decorate a function with `tool` (or pass it to `Agent` as is). Add a parameter a
 
 Context tools (`context_tool`, `ContextTool`) are run by the agent itself before the model is
 asked, when they are relevant enough to the user's message; `ContextSettings` says how many run
-and where their output goes.
+and where their output goes. A `MessageAnalysis` of the message (by `analyze_message`, or
+your own `MessageAnalyzer`) helps them score it; `ContextResult` lets one suggest a role.
 """
 
+from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.result import ToolResult
 from glassagent._public import publish
+from glassagent._tools.analysis import analyze_message
 from glassagent._tools.context import ToolContext
 from glassagent._tools.context_tools import (
     ContextPlacement,
+    ContextResult,
     ContextSettings,
     ContextTool,
+    MessageAnalyzer,
     Relevance,
     TurnInfo,
     context_tool,
 )
 from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
+from glassagent._tools.loader import ToolLoader
 from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool, tool
 
 __all__ = [
@@ -28,13 +34,18 @@ __all__ = [
     "ApprovalPolicy",
     "Approver",
     "ContextPlacement",
+    "ContextResult",
     "ContextSettings",
     "ContextTool",
+    "MessageAnalysis",
+    "MessageAnalyzer",
     "Relevance",
     "Tool",
     "ToolContext",
+    "ToolLoader",
     "ToolResult",
     "TurnInfo",
+    "analyze_message",
     "context_tool",
     "to_anthropic_tools",
     "to_gemini_tools",

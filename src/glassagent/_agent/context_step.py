@@ -1,8 +1,9 @@
 """Gather context: score the context tools, run the best ones, merge what they give.
 
-The step before a run's first model call, for an agent with context tools. Nothing here
-fails the turn: a tool whose `relevance` or `run` raises or times out is skipped, and the
-events say so.
+The step before a run's first model call, for an agent with context tools: analyse the
+user's message, score every tool, run the best ones. Nothing here fails the turn: a tool
+whose `relevance` or `run` raises or times out is skipped, an analyser that fails leaves
+``ctx.analysis`` `None`, and the events say so.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.events import ContextScore, ContextSelectionEvent, ContextToolCompleteEvent
 from glassagent._core.messages import Message
 from glassagent._tools.context_tools import (
     ContextPlacement,
+    ContextResult,
     ContextSettings,
     ContextTool,
+    MessageAnalyzer,
     TurnInfo,
     as_score,
     invoke_run,
@@ -141,29 +145,55 @@ def _timeout(tool: ContextTool, settings: ContextSettings) -> float | None:
     return tool.timeout if tool.timeout is not None else settings.timeout
 
 
+async def _guarded(
+    call: Callable[[], Any], limit: float | None, batch: _Batch, what: str
+) -> tuple[Any, str | None]:
+    """``(value, None)``, or ``(None, error)`` when `call` (or what it returns) fails.
+
+    `call` is sync, or returns an awaitable, awaited for at most `limit` seconds.
+    """
+    try:
+        value: Any = call()
+        if inspect.isawaitable(value):
+            awaitable = value
+            try:
+                ok, value = await asyncio.wait_for(_call_async(lambda: awaitable), limit)
+            except asyncio.TimeoutError:  # only the limit: `_call_async` caught the rest
+                return None, f"{what} timed out after {limit:g} s"
+            if not ok:
+                raise value
+    except asyncio.CancelledError:
+        if batch.own_cancellation():
+            raise
+        return None, f"{what} was cancelled from within"
+    except BaseException as exc:  # nothing user code raises may stop the loop (SystemExit)
+        return None, describe_exception(exc)
+    return value, None
+
+
+async def _analyze(
+    analyzer: MessageAnalyzer, query: str, info: TurnInfo[Any], limit: float | None, batch: _Batch
+) -> tuple[MessageAnalysis | None, str | None]:
+    """``(analysis, None)``, or ``(None, error)`` when the analyser fails."""
+    value, error = await _guarded(lambda: analyzer(query, info), limit, batch, "the analyzer")
+    if error is None and not isinstance(value, MessageAnalysis):
+        name = type(value).__name__
+        return None, f"TypeError: the analyzer returned a {name}, not a MessageAnalysis"
+    return value, error
+
+
 async def _score(
     tool: ContextTool, query: str, info: TurnInfo[Any], limit: float | None, batch: _Batch
 ) -> tuple[int, str | None, float]:
     """``(score, error, duration_ms)``: a failed relevance scores 0 with its error."""
     started = time.perf_counter()
-    error: str | None = None
     score = 0
-    try:
-        value: Any = tool.relevance(query, info)
-        if inspect.isawaitable(value):
-            awaitable = value
-            ok, value = await asyncio.wait_for(_call_async(lambda: awaitable), limit)
-            if not ok:
-                raise value
-        score = as_score(value)
-    except asyncio.TimeoutError:
-        error = f"relevance timed out after {limit:g} s"
-    except asyncio.CancelledError:
-        if batch.own_cancellation():
-            raise
-        error = "relevance was cancelled from within"
-    except BaseException as exc:  # nothing a tool raises may stop the loop (SystemExit)
-        error = describe_exception(exc)
+    value, error = await _guarded(lambda: tool.relevance(query, info), limit, batch, "relevance")
+    if error is None:
+        try:
+            score = as_score(value)
+        except ValueError as exc:
+            error = describe_exception(exc)
     return score, error, (time.perf_counter() - started) * 1000
 
 
@@ -178,7 +208,7 @@ async def _run(
     query, info, settings = request
     limit = _timeout(tool, settings)
     started = time.perf_counter()
-    output, error = "", None
+    result, error = ContextResult(), None
     try:
         work = functools.partial(invoke_run, tool, query, info)
         ok, value = await asyncio.wait_for(_call_async(work), limit)
@@ -189,17 +219,19 @@ async def _run(
             raise
         error = "cancelled from within"
     else:  # whatever it raised, the turn goes on without it
-        output, error = (value, None) if ok else ("", describe_exception(value))
+        result, error = (value, None) if ok else (result, describe_exception(value))
     emit(
         ContextToolCompleteEvent,
         tool_name=tool.name,
         score=score,
-        output=output,
+        output=result.text,
         is_error=error is not None,
         error=error,
         duration_ms=(time.perf_counter() - started) * 1000,
+        suggested_role=result.suggested_role,
+        debug_info=result.debug_info,
     )
-    return output
+    return result.text
 
 
 async def gather_context(
@@ -209,7 +241,7 @@ async def gather_context(
     run_id: str,
     emit: Callable[..., None],
 ) -> Gathered:
-    """Score every context tool for the user's message at `index`, run the selected ones.
+    """Analyse the user's message at `index`, score every context tool, run the selected ones.
 
     Emits ``context_selection``, then ``context_tool_complete`` as each selected tool ends.
     """
@@ -218,8 +250,20 @@ async def gather_context(
         return NO_CONTEXT
     settings = config.context_settings or _DEFAULT_SETTINGS
     query = conversation[index].content
-    info = TurnInfo(run_id=run_id, messages=tuple(conversation[:index]), deps=config.deps)
+    user_id = (config.host or {}).get("user_id")
+    info = TurnInfo(
+        run_id=run_id,
+        messages=tuple(conversation[:index]),
+        deps=config.deps,
+        user_id=None if user_id is None else str(user_id),
+    )
     batch = _Batch()
+    analysis, analysis_error = None, None
+    if settings.analyzer is not None:
+        [(analysis, analysis_error)] = await batch.settle(
+            [_analyze(settings.analyzer, query, info, settings.timeout, batch)]
+        )
+        info = replace(info, analysis=analysis)
     scored = await batch.settle(
         [_score(t, query, info, _timeout(t, settings), batch) for t in tools]
     )
@@ -229,6 +273,8 @@ async def gather_context(
         scores=tuple(score for _, score in ranked),
         min_relevance=settings.min_relevance,
         max_tools=settings.max_tools,
+        analysis=analysis,
+        analysis_error=analysis_error,
     )
     chosen = [(tool, score.score) for tool, score in ranked if score.status == "selected"]
     request = (query, info, settings)

@@ -9,6 +9,7 @@ coroutine (a run aborts and keeps its partial answer) and is then raised to the 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
@@ -35,6 +36,11 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _loop = loop
         return _loop
+
+
+def submit(coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+    """Start `coro` on the background loop; its future can be waited for, or cancelled."""
+    return asyncio.run_coroutine_threadsafe(coro, _background_loop())
 
 
 def _forget_after_fork() -> None:

@@ -11,6 +11,7 @@ from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, get_args
 
+from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.errors import UserError
 from glassagent._core.messages import (
     Message,
@@ -268,6 +269,11 @@ class ContextSelectionEvent(BaseEvent):
     """The lowest score that made a tool eligible."""
     max_tools: int
     """The most tools that could run."""
+    analysis: MessageAnalysis | None = None
+    """What the analyser read in the message, which the tools saw as ``ctx.analysis``
+    (`None`: no analyser, or it failed)."""
+    analysis_error: str | None = None
+    """Why the analyser failed, when it did."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,6 +294,10 @@ class ContextToolCompleteEvent(BaseEvent):
     """What went wrong, when something did."""
     duration_ms: float
     """Wall time of its run, in milliseconds."""
+    suggested_role: str | None = None
+    """The role the tool suggested for the answer (`ContextResult.suggested_role`)."""
+    debug_info: str | None = None
+    """The tool's debug notes (`ContextResult.debug_info`); never sent to the model."""
 
 
 @dataclass(frozen=True, kw_only=True)

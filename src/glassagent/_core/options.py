@@ -78,7 +78,7 @@ class _Mergeable:
 
 @dataclass(frozen=True, kw_only=True)
 class OpenAIOptions(_Mergeable):
-    """Options for `OpenAICompatibleClient` (OpenAI and servers that speak its Chat API).
+    """Options for `OpenAICompatibleClient` and `AzureOpenAIClient` (OpenAI's Chat API).
 
     Every field that is set goes into the request body under its own name; `extra_body` adds
     any other field your server accepts (e.g. llama.cpp's ``chat_template_kwargs``).

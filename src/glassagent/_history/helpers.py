@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, MessageStatus, Role, ToolCall
 from glassagent._history.model import (
     HistoryAttachment,
@@ -90,11 +92,25 @@ def add_message_to_history(
     return history.append(message, parent=parent_id)
 
 
-def get_conversation_thread(history: History, node: str | None = None) -> list[HistoryMessage]:
+def get_conversation_thread(
+    history: History | Mapping[str, Any], node: str | None = None
+) -> list[HistoryMessage]:
     """The messages from the root to `node` (default: the current node); see `History.thread`.
 
     Args:
-        history: The conversation.
+        history: The conversation: a `History`, or a standard history dict (version 1 or
+            2.0, validated as `History.from_dict` does).
         node: The last message of the thread.
+
+    Raises:
+        HistoryValidationError: For a dict that is not a valid history.
+        UserError: For anything else, or an unknown `node`.
     """
+    if isinstance(history, Mapping):
+        history = History.from_dict(history)
+    elif not isinstance(history, History):
+        raise UserError(
+            "get_conversation_thread takes a History or a standard history dict, "
+            f"not {type(history).__name__}."
+        )
     return history.thread(node)

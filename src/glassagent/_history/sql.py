@@ -24,8 +24,14 @@ from glassagent._core.errors import (
 )
 from glassagent._history import rows
 from glassagent._history.merging import unmergeable
-from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits
-from glassagent._history.store import _short, check_chat_id, check_store_options, check_user_id
+from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, HistoryMessage
+from glassagent._history.store import (
+    _short,
+    check_chat_id,
+    check_store_options,
+    check_user_id,
+    conversation_thread,
+)
 from glassagent._history.tree import History
 
 if TYPE_CHECKING:
@@ -201,6 +207,25 @@ class SQLHistoryStore:
         view.limits = self.limits
         view.attachment_policy = attachment_policy or self.attachment_policy
         return view
+
+    def get_conversation_thread(
+        self, history: History | Mapping[str, Any], node: str | None = None
+    ) -> list[HistoryMessage]:
+        """The messages from the root to `node` (default: the current node) of `history`.
+
+        The design documents' ``chat_manager.get_conversation_thread(history)``, as
+        `HistoryStore.get_conversation_thread`; no database is read.
+
+        Args:
+            history: A `History`, or a standard history dict (version 1 or 2.0), which is
+                validated within this store's limits first.
+            node: The last message of the thread.
+
+        Raises:
+            HistoryValidationError: For a dict that is not a valid history.
+            UserError: For anything else than a `History` or a dict, or an unknown `node`.
+        """
+        return conversation_thread(history, node, self.limits, self.attachment_policy)
 
     async def alist(self) -> list[str]:
         """The ids of every chat of this store's user, sorted."""

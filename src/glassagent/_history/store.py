@@ -9,15 +9,17 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from time import monotonic, time
+from typing import Any
 
 from glassagent._core.attachments import DEFAULT_POLICY, AttachmentPolicy
 from glassagent._core.errors import HistoryConflictError, UserError
 from glassagent._history.files import read_bounded, revision_of, write_atomic
+from glassagent._history.helpers import get_conversation_thread
 from glassagent._history.merging import merge_into, unmergeable
-from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, Version
+from glassagent._history.model import DEFAULT_LIMITS, HistoryLimits, HistoryMessage, Version
 from glassagent._history.tree import History
 
 MAX_CHAT_ID_LENGTH = 128
@@ -77,6 +79,25 @@ def user_directory(root: str | os.PathLike[str], user: str) -> Path:
     """
     digest = hashlib.sha256(check_user_id(user).encode("utf-8")).hexdigest()[:32]
     return Path(root) / "users" / digest
+
+
+def conversation_thread(
+    history: History | Mapping[str, Any],
+    node: str | None,
+    limits: HistoryLimits,
+    attachment_policy: AttachmentPolicy,
+) -> list[HistoryMessage]:
+    """The thread of `history` at `node` (a `History`, or a standard dict read within `limits`).
+
+    What `HistoryStore.get_conversation_thread` and `SQLHistoryStore`'s do.
+
+    Raises:
+        HistoryValidationError: For a dict that is not a valid history within `limits`.
+        UserError: For anything else than a `History` or a dict, or an unknown `node`.
+    """
+    if isinstance(history, Mapping):
+        history = History.from_dict(history, limits=limits, attachment_policy=attachment_policy)
+    return get_conversation_thread(history, node)
 
 
 def check_chat_id(chat_id: object) -> str:
@@ -285,6 +306,26 @@ class HistoryStore:
         path = self.path(chat_id)
         with self._locked(), contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+    def get_conversation_thread(
+        self, history: History | Mapping[str, Any], node: str | None = None
+    ) -> builtins.list[HistoryMessage]:
+        """The messages from the root to `node` (default: the current node) of `history`.
+
+        The design documents' ``chat_manager.get_conversation_thread(history)``, for tools
+        given this store as ``ctx.chat_manager``: the same as
+        `glassagent.history.get_conversation_thread`, which this calls.
+
+        Args:
+            history: A `History`, or a standard history dict (version 1 or 2.0), which is
+                validated within this store's limits first.
+            node: The last message of the thread.
+
+        Raises:
+            HistoryValidationError: For a dict that is not a valid history.
+            UserError: For anything else than a `History` or a dict, or an unknown `node`.
+        """
+        return conversation_thread(history, node, self.limits, self.attachment_policy)
 
     async def aload(self, chat_id: str, *, thread: bool = False) -> History | None:
         """Load and validate a chat in a worker thread; `None` when there is none.

@@ -26,7 +26,12 @@ _MILLION = Decimal(1_000_000)
 _PRICE_NAMES = ("input", "output", "thinking", "cached_input", "cache_write")
 
 # glassagent provider name -> genai-prices provider id
-_GENAI_PROVIDERS = {"anthropic": "anthropic", "gemini": "google", "openai": "openai"}
+_GENAI_PROVIDERS = {
+    "anthropic": "anthropic",
+    "azure_openai": "azure",
+    "gemini": "google",
+    "openai": "openai",
+}
 # providers that run models on the user's own machine: no price database knows their price
 _LOCAL_PROVIDERS = frozenset({"local", "llama", "ollama"})
 _UNKNOWN: dict[tuple[str, str | None], tuple[object, str]] = {}

@@ -24,7 +24,12 @@ from urllib.parse import unquote
 from pydantic import ValidationError
 
 from glassagent._core.errors import ConfigurationError
-from glassagent._profiles.model import ModelProfile, profile_file_name
+from glassagent._profiles.model import (
+    ModelProfile,
+    close_names,
+    close_to_missing,
+    profile_file_name,
+)
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -131,6 +136,13 @@ def _read_file(file: Traversable, label: str) -> ModelProfile:
             f"{profile.id!r}; name the file {profile_file_name(profile.id)!r}."
         )
     profile._origin = label
+    for path, known in close_names(profile).items():
+        warnings.warn(
+            f"Model profile {label}: unknown key {path!r}, kept as an unknown field; "
+            f"did you mean {known!r}?",
+            ProfileWarning,
+            stacklevel=3,
+        )
     return profile
 
 
@@ -138,7 +150,11 @@ def _describe(label: str, error: ValidationError) -> str:
     problems = []
     for item in error.errors(include_url=False):
         field = ".".join(str(part) for part in item["loc"])
-        problems.append(f"{field}: {item['msg']}" if field else item["msg"])
+        problem = f"{field}: {item['msg']}" if field else item["msg"]
+        if item["type"] == "missing" and item["loc"]:
+            close = close_to_missing(str(item["loc"][-1]), item.get("input"))
+            problem += f" (the file has {close!r})" if close else ""
+        problems.append(problem)
     return f"Model profile {label} is invalid: " + "; ".join(problems)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from datetime import date
 from decimal import Decimal
@@ -275,6 +276,20 @@ class ModelProfile(_Section):
         """Where the profile was read: its file, or the plugin that returned it."""
         return self._origin
 
+    def __hash__(self) -> int:
+        # The notes may be an object (a dict, with lists in it), as in the seed's format:
+        # hashed by their frozen form, so every profile can be a set member or a cache key.
+        return hash(
+            (
+                self.basic_info,
+                self.capabilities,
+                self.features,
+                self.pricing,
+                self.limitations,
+                _frozen(self.notes),
+            )
+        )
+
     def __repr__(self) -> str:
         unknown = self.unknown_fields
         shown = f", unknown_fields={sorted(unknown)!r}" if unknown else ""
@@ -294,3 +309,59 @@ def _collect_extra(section: object, path: str, found: dict[str, Any]) -> None:
                 _collect_extra(item, f"{path}.{name}.{index}", found)
         else:
             _collect_extra(value, f"{path}.{name}", found)
+
+
+def _frozen(value: object) -> object:
+    """`value` with each dict a frozenset of its items and each list a tuple (hashable)."""
+    if isinstance(value, dict):
+        return frozenset((key, _frozen(item)) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
+CLOSE_NAME = 0.86
+"""How alike (`difflib.SequenceMatcher` ratio) an unknown key and a known name must be for
+the key to be taken as a misspelling of the name."""
+
+
+def close_names(profile: ModelProfile) -> dict[str, str]:
+    """The unknown keys that look like misspellings of a known name: dotted path -> name.
+
+    Only names the section does not set are suggested (``rate_limit_rpd`` beside a given
+    ``rate_limit_rpm`` is not a misspelling of it); keys unlike every name are not listed.
+    """
+    found: dict[str, str] = {}
+    _collect_close(profile, "", found)
+    return found
+
+
+def _collect_close(section: object, path: str, found: dict[str, str]) -> None:
+    if not isinstance(section, _Section):
+        return
+    prefix = f"{path}." if path else ""
+    unset = [name for name in type(section).model_fields if name not in section.model_fields_set]
+    for key in section.model_extra or {}:
+        close = difflib.get_close_matches(key, unset, n=1, cutoff=CLOSE_NAME)
+        if close:
+            found[prefix + key] = close[0]
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if isinstance(value, tuple):
+            for index, item in enumerate(value):
+                _collect_close(item, f"{prefix}{name}.{index}", found)
+        else:
+            _collect_close(value, prefix + name, found)
+
+
+def close_to_missing(missing: str, given: object) -> str | None:
+    """An unknown key of `given` (a section as read) that looks like the missing `missing`."""
+    if not isinstance(given, dict):
+        return None
+    known = {name for cls in _SECTIONS for name in cls.model_fields}
+    keys = [key for key in given if isinstance(key, str) and key not in known]
+    close = difflib.get_close_matches(missing, keys, n=1, cutoff=CLOSE_NAME)
+    return close[0] if close else None
+
+
+_SECTIONS = (ModelProfile, BasicInfo, Capabilities, Features, Pricing, PricingTier, Limitations)

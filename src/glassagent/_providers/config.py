@@ -1,11 +1,12 @@
 """Where every provider's environment variables are read: one table, one reader.
 
 The names follow the provider rules: ``[PROVIDER]_API_KEY`` for the key and
-``[PROVIDER]_API_BASE`` for the address, plus ``OPENAI_ORG_ID`` and ``OPENAI_API_VERSION``
-where the wire has them. Older spellings (``OPENAI_BASE_URL``, ``OLLAMA_BASE_URL``) and
-Ollama's own ``OLLAMA_HOST`` (``host[:port]``, as the ``ollama`` command reads it) are read
-after the standard ones. Constructors and `create_llm_client` both call `resolve`; nothing
-else in glassagent reads these variables.
+``[PROVIDER]_API_BASE`` for the address, plus ``[PROVIDER]_ORG_ID`` and
+``[PROVIDER]_API_VERSION`` where the wire has them. Older spellings (``OPENAI_BASE_URL``,
+``OLLAMA_BASE_URL``), the names of the openai SDK's Azure client (``AZURE_OPENAI_ENDPOINT``,
+``OPENAI_API_VERSION``) and Ollama's own ``OLLAMA_HOST`` (``host[:port]``, as the ``ollama``
+command reads it) are read after the standard ones. Constructors and `create_llm_client`
+both call `resolve`; nothing else in glassagent reads these variables.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ ENVIRONMENT: dict[str, ProviderEnvironment] = {
         base=("ANTHROPIC_API_BASE",),
         default_base=ANTHROPIC_API_BASE,
     ),
+    "azure_openai": ProviderEnvironment(
+        key=("AZURE_OPENAI_API_KEY",),
+        base=("AZURE_OPENAI_API_BASE", "AZURE_OPENAI_ENDPOINT"),
+        key_follows_base=False,  # no default address: every endpoint is one of Azure's
+        api_version=("AZURE_OPENAI_API_VERSION", "OPENAI_API_VERSION"),
+    ),
     "gemini": ProviderEnvironment(
         key=("GEMINI_API_KEY",), base=("GEMINI_API_BASE",), key_follows_base=False
     ),
@@ -68,6 +75,8 @@ ENVIRONMENT: dict[str, ProviderEnvironment] = {
         key=("OPENAI_COMPATIBLE_API_KEY",),
         base=("OPENAI_COMPATIBLE_API_BASE",),
         key_follows_base=False,
+        organization=("OPENAI_COMPATIBLE_ORG_ID",),
+        api_version=("OPENAI_COMPATIBLE_API_VERSION",),
     ),
 }
 """Provider name -> its environment variables (the table in the docs' Providers page)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError
-from glassagent._providers.config import resolve
+from glassagent._providers.config import OPENAI_API_BASE, resolve
 
 ENTRY_POINT_GROUP = "glassagent.providers"
 """The entry-point group in which installed packages register providers."""
@@ -24,6 +24,7 @@ ENTRY_POINT_GROUP = "glassagent.providers"
 # `import glassagent` stays cheap.
 PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic": ("glassagent._providers.factory", "_anthropic"),
+    "azure_openai": ("glassagent._providers.factory", "_azure_openai"),
     "gemini": ("glassagent._providers.gemini", "GeminiClient"),
     "llama": ("glassagent._providers.ollama", "LlamaClient"),
     "ollama": ("glassagent._providers.ollama", "OllamaClient"),
@@ -57,21 +58,44 @@ def _openai(**options: Any) -> BaseLLMClient:
     return OpenAICompatibleClient(**options)
 
 
+def _azure_openai(**options: Any) -> BaseLLMClient:
+    from glassagent._providers.azure import AzureOpenAIClient
+
+    if options.get("model") is None:
+        raise ConfigurationError(
+            "The azure_openai provider needs model=...: the name of your deployment."
+        )
+    return AzureOpenAIClient(**options)
+
+
 def _openai_compatible(**options: Any) -> BaseLLMClient:
+    """The server of `base_url` or ``OPENAI_COMPATIBLE_API_BASE``, else of ``OPENAI_API_BASE``.
+
+    Without an address of its own, the client is the one ``OpenAICompatibleClient(model)``
+    makes from ``OPENAI_API_BASE`` (with the key, organization and version that go with it);
+    an address of its own never gets OpenAI's key.
+    """
     from glassagent._providers.openai_compat import OpenAICompatibleClient
 
     config = resolve(
-        "openai_compatible", api_key=options.get("api_key"), base_url=options.get("base_url")
+        "openai_compatible",
+        api_key=options.get("api_key"),
+        base_url=options.get("base_url"),
+        organization=options.get("organization"),
+        api_version=options.get("api_version"),
     )
-    if not config.base_url:
+    if not config.base_url and resolve("openai").base_url == OPENAI_API_BASE:
         raise ConfigurationError(
             "The openai_compatible provider needs the server's address: pass base_url=... "
             "(e.g. 'http://127.0.0.1:8080/v1') or set OPENAI_COMPATIBLE_API_BASE."
         )
     if options.get("model") is None:
         raise ConfigurationError("The openai_compatible provider needs model=... .")
-    options["base_url"] = config.base_url
-    options["api_key"] = config.api_key or ""  # never fall back to OpenAI's own key
+    if config.base_url:
+        options["base_url"] = config.base_url
+        options["api_key"] = config.api_key or ""  # never fall back to OpenAI's own key
+        options["organization"] = config.organization
+        options["api_version"] = config.api_version
     return OpenAICompatibleClient(**options)
 
 
@@ -168,13 +192,14 @@ def create_llm_client(
 ) -> BaseLLMClient:
     """Create the client for `provider` (case-insensitive), e.g. ``"gemini"``.
 
-    Built-in providers: ``anthropic``, ``gemini``, ``llama`` (an Ollama model through the JSON tool
+    Built-in providers: ``anthropic``, ``azure_openai`` (a deployment on Azure OpenAI; ``model``
+    is the deployment's name), ``gemini``, ``llama`` (an Ollama model through the JSON tool
     protocol), ``ollama``, ``openai`` and ``openai_compatible`` (any chat-completions server;
-    needs ``base_url``). Each reads ``[PROVIDER]_API_KEY`` and ``[PROVIDER]_API_BASE`` from
-    the environment when the argument is not given (the table is on the docs' Providers
-    page). Other names come from `register_provider` or from installed packages that declare
-    an entry point in the ``glassagent.providers`` group; those are imported only when asked
-    for.
+    needs ``base_url`` or ``OPENAI_API_BASE``). Each reads ``[PROVIDER]_API_KEY`` and
+    ``[PROVIDER]_API_BASE`` from the environment when the argument is not given (the table
+    is on the docs' Providers page). Other names come from `register_provider` or from
+    installed packages that declare an entry point in the ``glassagent.providers`` group;
+    those are imported only when asked for.
 
     Args:
         provider: The provider's name.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
@@ -29,7 +30,7 @@ from glassagent._providers.http import mask_key
 from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._providers.openai_wire import wire_messages, wire_tools
 from glassagent._providers.sse import event_batches
-from glassagent._providers.transport import HTTPTransport
+from glassagent._providers.transport import HTTPTransport, StatusHook
 
 if TYPE_CHECKING:
     import httpx
@@ -38,6 +39,23 @@ if TYPE_CHECKING:
 
 # Kept importable from here: older code and plugins import them from this module.
 __all__ = ["OpenAICompatibleClient", "parse_arguments", "wire_messages", "wire_tools"]
+
+
+@dataclass(frozen=True, repr=False)  # no repr: the headers carry the key
+class Connection:
+    """Where and how a chat-completions client sends its requests."""
+
+    provider: str
+    base_url: str
+    path: str
+    """The path of ``POST`` requests under `base_url`, with its query (``?api-version=``)."""
+    headers: dict[str, str]
+    secret: str | None
+    """The key, masked wherever the client shows text (errors, recorded bodies)."""
+    start_hint: str = wire.START_HINT
+    status_hook: StatusHook | None = None
+    """Maps error statuses to typed errors; by default llama.cpp's parse failure."""
+    transport: Callable[..., HTTPTransport] = field(default=HTTPTransport)
 
 
 class OpenAICompatibleClient(BaseLLMClient):
@@ -56,8 +74,9 @@ class OpenAICompatibleClient(BaseLLMClient):
             is passed with it, so an OpenAI key never leaves for another server.
         organization: Sent as the ``OpenAI-Organization`` header; defaults to
             ``OPENAI_ORG_ID`` under the same rule as the key.
-        api_version: Sent as the ``api-version`` query parameter (Azure OpenAI and gateways
-            that want one); defaults to ``OPENAI_API_VERSION`` under the same rule as the key.
+        api_version: Sent as the ``api-version`` query parameter (gateways that want one;
+            Azure OpenAI has `AzureOpenAIClient`); defaults to ``OPENAI_API_VERSION`` under
+            the same rule as the key.
         http_client: An ``httpx.AsyncClient`` to use; the caller keeps ownership (it is not
             closed by `aclose`). By default the client creates and owns one.
         max_connections: Connections the client's own pool opens at most and keeps alive,
@@ -104,10 +123,6 @@ class OpenAICompatibleClient(BaseLLMClient):
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
     ) -> None:
-        if tool_protocol not in ("native", "json"):
-            raise ConfigurationError(
-                f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
-            )
         config = resolve(
             "openai",
             api_key=api_key,
@@ -122,8 +137,45 @@ class OpenAICompatibleClient(BaseLLMClient):
             raise ConfigurationError(
                 "OpenAI needs an API key: pass api_key=... or set OPENAI_API_KEY."
             )
+        path = wire.PATH
+        if config.api_version:
+            path += "?api-version=" + quote(config.api_version, safe="")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        if config.organization:
+            headers["OpenAI-Organization"] = config.organization
+        self._setup(
+            model,
+            Connection("openai" if is_openai else "openai_compatible", base, path, headers, key),
+            http_client=http_client,
+            max_connections=max_connections,
+            tool_protocol=tool_protocol,
+            json_grammar=json_grammar,
+            retry=retry,
+            attachment_policy=attachment_policy,
+            record_wire=record_wire,
+        )
+
+    def _setup(
+        self,
+        model: str,
+        connection: Connection,
+        *,
+        http_client: httpx.AsyncClient | None,
+        max_connections: int | None,
+        tool_protocol: Literal["native", "json"],
+        json_grammar: bool,
+        retry: RetryPolicy | None,
+        attachment_policy: AttachmentPolicy | None,
+        record_wire: bool,
+    ) -> None:
+        """Set the client up for `connection` (a subclass's ``__init__`` makes its own)."""
+        if tool_protocol not in ("native", "json"):
+            raise ConfigurationError(
+                f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
+            )
+        provider, key = connection.provider, connection.secret or None
         self.model = model
-        self.provider_name = "openai" if is_openai else "openai_compatible"
+        self.provider_name = provider
         self.tool_protocol = tool_protocol
         self.json_grammar = json_grammar
         """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
@@ -131,22 +183,17 @@ class OpenAICompatibleClient(BaseLLMClient):
         """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
         self.record_wire: bool = record_wire
         """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
-        self._secret = key or None
-        self._path = wire.PATH
-        if config.api_version:
-            self._path += "?api-version=" + quote(config.api_version, safe="")
-        self._attachments = AttachmentGate(attachment_policy, self.provider_name, wire.takes_by_url)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        if config.organization:
-            headers["OpenAI-Organization"] = config.organization
-        self._transport = HTTPTransport(
-            provider=self.provider_name,
-            base_url=base,
-            headers=headers,
+        self._secret = key
+        self._path = connection.path
+        self._attachments = AttachmentGate(attachment_policy, provider, wire.takes_by_url)
+        self._transport = connection.transport(
+            provider=provider,
+            base_url=connection.base_url,
+            headers=connection.headers,
             http_client=http_client,
-            secret=key or None,
-            start_hint=wire.START_HINT,
-            status_hook=wire.status_hook(self.provider_name, key or None),
+            secret=key,
+            start_hint=connection.start_hint,
+            status_hook=connection.status_hook or wire.status_hook(provider, key),
             max_connections=max_connections,
         )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from starlette.applications import Starlette
@@ -41,6 +42,7 @@ class AppState:
     config: ServerConfig
     stores: UserStores | None
     tokens: Mapping[bytes, str] | None  # SHA-256 of each token -> its user id
+    host: Mapping[str, Any] = field(default_factory=dict)  # the application's facts, checked
 
     def user(self, request: Request) -> str:
         """The user a request authenticates as (its bearer token, or the web view's cookie).
@@ -67,11 +69,13 @@ def build_app(
     *,
     allowed_hosts: frozenset[str] = frozenset(),
     allowed_origins: frozenset[str] = frozenset(),
+    host: Mapping[str, Any] | None = None,
 ) -> Starlette:
     """The Starlette app serving `config` (see `glassagent.server.create_app`).
 
     `tokens` map each token to its user; `None`: no authentication. Every request passes
-    the `Guard` first.
+    the `Guard` first. `host` holds the application's facts for the tools' context, checked
+    (`check_host_facts`).
     """
     guard = Middleware(
         Guard,
@@ -90,7 +94,9 @@ def build_app(
         middleware=[guard],
     )
     hashed = auth.hashed(tokens) if tokens is not None else None
-    app.state.glassagent = AppState(config=config, stores=stores, tokens=hashed)
+    app.state.glassagent = AppState(
+        config=config, stores=stores, tokens=hashed, host=MappingProxyType(dict(host or {}))
+    )
     return app
 
 
@@ -230,7 +236,8 @@ async def _invoke(request: Request) -> Response:
         body = await _read_body(request, limits)
         invoke_request = InvokeRequest.from_json(body, limits)
         store = state.stores.get(user) if state.stores is not None else None
-        invocation = Invocation(invoke_request, state.config, store, _host_of(request))
+        host = _host_of(request, state, user)
+        invocation = Invocation(invoke_request, state.config, store, host)
         run = await invocation.start()
     except Exception as exc:
         response = _error(exc)
@@ -242,11 +249,18 @@ async def _invoke(request: Request) -> Response:
     return await _answer(invocation, run, request.receive)
 
 
-def _host_of(request: Request) -> dict[str, Any]:
-    """What the server knows of itself for the tools' context: its port, when ASGI tells."""
+def _host_of(request: Request, state: AppState, user: str) -> dict[str, Any]:
+    """The application's facts for the tools' context, the user, and the server's port.
+
+    The port the request came to wins over the application's ``main_port``; ``user_id`` is
+    the user the request authenticated as.
+    """
     server = request.scope.get("server")  # (host, port), or None (e.g. a Unix socket)
     port = server[1] if server and len(server) > 1 and server[1] is not None else None
-    return {"main_port": None if port is None else str(port)}
+    host = {**state.host, "user_id": user}
+    if port is not None:
+        host["main_port"] = str(port)
+    return host
 
 
 async def _watch(receive: Receive, run: AgentRun) -> None:

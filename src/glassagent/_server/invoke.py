@@ -17,6 +17,7 @@ from glassagent._core.result import RunResult
 from glassagent._core.tool_choice import check_against
 from glassagent._history.model import Version
 from glassagent._history.protocol import ChatStore
+from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
 from glassagent._profiles.cost import Cost, client_cost
 from glassagent._server import chats
@@ -313,9 +314,19 @@ class Invocation:
                 self.returns_history = True
 
     def _tool_host(self) -> dict[str, Any]:
-        """The application's facts, with the chat and the store this turn uses."""
+        """The application's facts, with the chat and the store this turn uses.
+
+        A chat kept in a `HistoryStore` also gives its folder (``chat_path``) and its file
+        (``history_path``), unless the application gave them.
+        """
+        host: dict[str, Any] = {}
+        if isinstance(self.store, HistoryStore) and self.chat_id is not None:
+            host["chat_path"] = str(self.store.directory)
+            host["history_path"] = str(self.store.path(self.chat_id))
+        host.update(self.host)
         turn = {"chat_id": self.chat_id, "chat_manager": self.store}
-        return {**self.host, **{name: value for name, value in turn.items() if value is not None}}
+        host.update((name, value) for name, value in turn.items() if value is not None)
+        return host
 
     def _require_store(self) -> ChatStore:
         if self.store is None:
@@ -407,7 +418,8 @@ async def invoke(
             (see ``Agent(on_event=...)``).
         host: Facts of the application its tools see on their context (``app_path``,
             ``main_port``, ...; see ``Agent.run(host=...)``); the turn adds ``chat_id``
-            and ``chat_manager`` (`store`).
+            and ``chat_manager`` (`store`), and for a chat of a `HistoryStore` its folder
+            and file as ``chat_path`` and ``history_path`` unless `host` gives them.
 
     Raises:
         InvokeError: For what the request asks that the server cannot do (400, 404, 422).

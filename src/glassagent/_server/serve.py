@@ -14,6 +14,7 @@ from glassagent._history.protocol import ChatStore
 from glassagent._history.store import check_user_id
 from glassagent._providers.http import is_loopback
 from glassagent._server.chats import ANONYMOUS_USER, UserStores
+from glassagent._server.facts import check_host_facts
 from glassagent._server.invoke import ModelsLike, make_config
 from glassagent._server.listen import make_server, signals_kept, tokens_hidden
 from glassagent._server.request import ServerLimits
@@ -40,6 +41,7 @@ def create_app(
     on_event: OnEvent | None = None,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    host: Mapping[str, Any] | None = None,
 ) -> Starlette:
     """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
 
@@ -83,12 +85,21 @@ def create_app(
         allowed_origins: Web origins whose requests are taken even though they are not the
             request's own (``"https://app.example.com"``), e.g. the public origin of a proxy
             that rewrites ``Host``.
+        host: Facts of the application for its tools' context, as the design's context
+            dict has them: ``app_path``, ``chat_path``, ``history_path`` (paths),
+            ``main_port`` (a port number) and ``debug_mode`` (a bool); tools read them as
+            ``ctx.app_path`` and so on. The server adds its own, which win: the port it
+            serves on (when the ASGI server tells it), each turn's ``chat_id`` and its
+            store as ``chat_manager``; with a file store (a directory or a `HistoryStore`)
+            also the chat's folder as ``chat_path`` and its file as ``history_path``,
+            unless `host` gives them.
 
     Raises:
         ConfigurationError: For no model, clashing tool names, invalid tokens, both `tokens`
             and `access_token`, an allowed host or origin that is not one, ``"*"`` among the
             allowed hosts without `tokens` or `access_token`, a `store` that is
-            neither a directory nor a `ChatStore`, an `on_event` that is not callable, or
+            neither a directory nor a `ChatStore`, an `on_event` that is not callable, a
+            `host` key that is not one of those above or a value of the wrong type, or
             when Starlette is not installed.
         UserError: For `limits` that are not a `ServerLimits`.
     """
@@ -107,6 +118,7 @@ def create_app(
         raise ConfigurationError(
             f"`store` must be a directory or a ChatStore, not {type(store).__name__}."
         )
+    facts = check_host_facts(host) if host is not None else {}
     users = _users(tokens, access_token)
     hosts = check_allowed_hosts(allowed_hosts)
     if "*" in hosts and users is None:
@@ -117,6 +129,7 @@ def create_app(
         users,
         allowed_hosts=hosts,
         allowed_origins=check_allowed_origins(allowed_origins),
+        host=facts,
     )
 
 

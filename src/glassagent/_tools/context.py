@@ -14,6 +14,7 @@ from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from glassagent._core.messages import ModelSettings
+    from glassagent._tools.loader import ToolLoader
     from glassagent._tools.tool import Tool
 
 DepsT = TypeVar("DepsT", default=Any)
@@ -57,9 +58,9 @@ class ToolContext(Generic[DepsT]):
     Besides the call itself, it carries what the run knows (`model`, `settings`,
     `thinking_budget`, `system_prompt`, the agent's tools as `tool_loader`) and what the
     application running the agent told it through ``agent.run(host=...)`` (`chat_id`,
-    `chat_manager`, `app_path`, `main_port`, `chat_path`, `history_path`, `debug_mode`);
-    the invoke server fills in the chat id, its store and its port. `to_seed_dict` gives
-    all of it as the plain dict older tool code expects.
+    `user_id`, `chat_manager`, `app_path`, `main_port`, `chat_path`, `history_path`,
+    `debug_mode`); the invoke server fills in the chat id, its store and its port.
+    `to_seed_dict` gives all of it as the plain dict older tool code expects.
     """
 
     __slots__ = (
@@ -135,14 +136,21 @@ class ToolContext(Generic[DepsT]):
         return self.settings.thinking_budget
 
     @property
-    def tool_loader(self) -> Mapping[str, Tool]:
-        """The agent's tools by name (read-only), e.g. to call another tool's function."""
-        return MappingProxyType(self._tools)
+    def tool_loader(self) -> ToolLoader:
+        """The agent's tools by name (read-only); a tool can run another through it."""
+        from glassagent._tools.loader import ToolLoader
+
+        return ToolLoader(self._tools, self)
 
     @property
     def chat_id(self) -> str | None:
         """Id of the stored chat the run continues (``host["chat_id"]``), else `None`."""
         return self._host_str("chat_id")
+
+    @property
+    def user_id(self) -> str | None:
+        """The user the run is for (``host["user_id"]``), else `None`."""
+        return self._host_str("user_id")
 
     @property
     def chat_manager(self) -> Any:

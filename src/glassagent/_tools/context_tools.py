@@ -9,12 +9,15 @@ import math
 import re
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, Literal, overload
 
+from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Message, ToolDefinition
+from glassagent._tools.analysis import analyze_message
 from glassagent._tools.context import DepsT, ToolContext
 from glassagent._tools.execute import _call_in_thread
 from glassagent._tools.tool import Tool
@@ -40,10 +43,57 @@ class TurnInfo(Generic[DepsT]):
     """The object passed to ``agent.run(deps=...)``."""
     call_id: str | None = None
     """Id of the tool call when the model called the tool; `None` when the agent ran it."""
+    user_id: str | None = None
+    """The user the run is for: ``agent.run(host={"user_id": ...})``, as `ToolContext.user_id`;
+    `None` when the application did not say."""
+    analysis: MessageAnalysis | None = None
+    """What the agent's analyser read in the user's message (`None`: no analyser, it failed,
+    or the model called the tool)."""
+    arguments: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The arguments the model gave when it called the tool (read-only); empty when the
+    agent ran it."""
 
 
 Relevance = Callable[[str, TurnInfo[Any]], "int | float | Awaitable[int | float]"]
 """``relevance(query, ctx)``: a score from 0 to 100, sync or async."""
+
+MessageAnalyzer = Callable[[str, TurnInfo[Any]], "MessageAnalysis | Awaitable[MessageAnalysis]"]
+"""``analyzer(query, ctx) -> MessageAnalysis``, sync or async: reads the user's message once
+per run, before the context tools are scored (``ctx.analysis`` is still `None` then)."""
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    """What a context tool's `run` may return instead of plain text, to say more about it.
+
+    Example:
+        ```python
+        return ContextResult(prompt, suggested_role="secretary", debug_info="found 3 tasks")
+        ```
+    """
+
+    text: str = ""
+    """The context for the model (``""``: nothing)."""
+    suggested_role: str | None = None
+    """A role the tool suggests the assistant take for its answer (``"secretary"``). The
+    agent does not act on it: the ``context_tool_complete`` event carries it to your
+    application."""
+    debug_info: str | None = None
+    """Notes for the people debugging the tool (``"found 3 items"``), carried by the
+    ``context_tool_complete`` event; never sent to the model."""
+
+    def __post_init__(self) -> None:
+        """Check the types.
+
+        Raises:
+            UserError: When `text` is not a string, or a note is neither a string nor `None`.
+        """
+        if not isinstance(self.text, str):
+            raise UserError(f"`text` must be a string, got {type(self.text).__name__}.")
+        for name in ("suggested_role", "debug_info"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise UserError(f"`{name}` must be a string or None, got {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -66,7 +116,11 @@ class ContextSettings:
     it is appended to the system instructions."""
     timeout: float | None = 30.0
     """Seconds a context tool's `relevance` or `run` may take when the tool sets no timeout
-    (`None`: no limit). One that takes longer is skipped."""
+    (`None`: no limit). One that takes longer is skipped. The analyser gets as long."""
+    analyzer: MessageAnalyzer | None = analyze_message
+    """Reads the user's message before the tools are scored; its `MessageAnalysis` is each
+    tool's ``ctx.analysis``. The default, `analyze_message`, is a keyword heuristic; `None`:
+    no analysis. A sync analyser runs on the event loop: make a slow one async."""
 
     def __post_init__(self) -> None:
         """Check the values.
@@ -81,6 +135,8 @@ class ContextSettings:
         if self.placement not in ("message", "system"):
             raise UserError("`placement` must be 'message' or 'system'.")
         _check_timeout(self.timeout)
+        if self.analyzer is not None and not callable(self.analyzer):
+            raise UserError("`analyzer` must be a function of (query, ctx), or None.")
 
 
 def _is_int(value: object) -> bool:
@@ -99,8 +155,9 @@ class ContextTool(ABC):
 
     Subclass it and define `run` (and usually `relevance`), or decorate a function with
     `context_tool`. Both may be sync or async. `relevance` is called for every tool on every
-    turn, a sync one on the event loop itself: keep it cheap (look at the words of the query,
-    no network or database calls). A sync `run` runs in a worker thread.
+    turn, a sync one on the event loop itself: keep it cheap (look at the words of the query
+    or at ``ctx.analysis``, no network or database calls). A sync `run` runs in a worker
+    thread.
 
     Example:
         ```python
@@ -125,6 +182,10 @@ class ContextTool(ABC):
     """0-100: which of two equally relevant tools runs first (higher wins)."""
     timeout: float | None = None
     """Seconds `relevance` or `run` may take; `None`: the agent's `ContextSettings.timeout`."""
+    parameters: Mapping[str, Any] | None = None
+    """JSON Schema (an object schema) of the arguments the model gives when it calls the
+    tool; they are checked against it and reach `run` as ``ctx.arguments``, with the
+    ``query`` argument (``""`` without one) as `query`. `None`: one string, ``query``."""
 
     def relevance(self, query: str, ctx: TurnInfo[Any]) -> int | float | Awaitable[int | float]:
         """Score how useful the tool is for `query`, from 0 (not at all) to 100.
@@ -138,8 +199,12 @@ class ContextTool(ABC):
         return 100
 
     @abstractmethod
-    def run(self, query: str, ctx: TurnInfo[Any]) -> str | Awaitable[str | None] | None:
+    def run(
+        self, query: str, ctx: TurnInfo[Any]
+    ) -> str | ContextResult | Awaitable[str | ContextResult | None] | None:
         """Gather the context for `query`: text for the model (`None` or ``""``: nothing).
+
+        Return a `ContextResult` to also suggest a role or leave debug notes.
 
         Args:
             query: The user's message (or what the model asked for, when it calls the tool).
@@ -148,11 +213,11 @@ class ContextTool(ABC):
 
     @property
     def definition(self) -> ToolDefinition:
-        """The tool's JSON-schema definition: one string argument, ``query``."""
+        """The tool's JSON-schema definition: its `parameters`, else one string ``query``."""
         return self.as_tool().definition
 
     def as_tool(self) -> Tool:
-        """The same tool as a `Tool` the model can call with a ``query`` (cached).
+        """The same tool as a `Tool` the model can call with its `parameters` (cached).
 
         Passing the context tool in an agent's ``tools`` does this for you.
         """
@@ -188,6 +253,7 @@ class _FunctionContextTool(ContextTool):
         priority: int,
         relevance: Relevance | int | float,
         timeout: float | None,
+        parameters: Mapping[str, Any] | None = None,
     ) -> None:
         if not callable(function):
             raise UserError(f"A context tool must be a function, got {function!r}.")
@@ -196,6 +262,7 @@ class _FunctionContextTool(ContextTool):
         self.description = description if description is not None else _first_doc(function)
         self.priority = priority
         self.timeout = timeout
+        self.parameters = parameters
         self._relevance = relevance
         check_context_tool(self)
 
@@ -230,7 +297,8 @@ def check_context_tool(item: object) -> ContextTool:
     """Return `item` if it is a well-formed context tool.
 
     Raises:
-        UserError: When it is not a `ContextTool`, or its name, priority or timeout is bad.
+        UserError: When it is not a `ContextTool`, or its name, priority, timeout or
+            parameters schema is bad.
     """
     if not isinstance(item, ContextTool):
         raise UserError(
@@ -243,7 +311,15 @@ def check_context_tool(item: object) -> ContextTool:
     if not _is_int(item.priority) or not 0 <= item.priority <= 100:
         raise UserError(f"Context tool {item.name!r}: `priority` must be an integer 0-100.")
     _check_timeout(item.timeout)
+    if item.parameters is not None:
+        from glassagent._tools.json_schema import schema_signature
+
+        schema_signature(item.name, item.parameters, _takes_arguments)
     return item
+
+
+def _takes_arguments(**arguments: Any) -> None:
+    """Stands for a context tool's call when its parameters schema is checked."""
 
 
 def as_score(value: object) -> int:
@@ -261,11 +337,12 @@ def as_score(value: object) -> int:
     return round(value)
 
 
-async def invoke_run(item: ContextTool, query: str, ctx: TurnInfo[Any]) -> str:
+async def invoke_run(item: ContextTool, query: str, ctx: TurnInfo[Any]) -> ContextResult:
     """Run `item` for `query`: awaited when async, in a worker thread when sync.
 
     Raises:
-        BaseException: Whatever the tool raised; `TypeError` when it returned no text.
+        BaseException: Whatever the tool raised; `TypeError` when it returned neither text
+            nor a `ContextResult`.
     """
     target = item._run_target()
     if inspect.iscoroutinefunction(target):
@@ -277,14 +354,38 @@ async def invoke_run(item: ContextTool, query: str, ctx: TurnInfo[Any]) -> str:
     if inspect.isawaitable(value):
         value = await value
     if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise TypeError(f"run returned a {type(value).__name__}, not a str")
+        return ContextResult()
+    if isinstance(value, str):
+        return ContextResult(value)
+    if not isinstance(value, ContextResult):
+        raise TypeError(f"run returned a {type(value).__name__}, not a str or a ContextResult")
     return value
 
 
 def _model_tool(item: ContextTool) -> Tool:
+    """`item` as a tool for the model: it reads the text; a role or debug notes are dropped."""
     check_context_tool(item)
+    description = describe_context_tool(item)
+
+    async def gather(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        query = arguments.get("query")
+        info = TurnInfo(
+            run_id=ctx.run_id,
+            messages=(),
+            deps=ctx.deps,
+            call_id=ctx.call_id,
+            user_id=ctx.user_id,
+            arguments=MappingProxyType(arguments),
+        )
+        return (await invoke_run(item, query if isinstance(query, str) else "", info)).text
+
+    if item.parameters is not None:
+
+        async def call_with(ctx: ToolContext, /, **arguments: Any) -> str:
+            return await gather(arguments, ctx)
+
+        parameters = item.parameters
+        return Tool.from_schema(item.name, description, parameters, call_with, timeout=item.timeout)
 
     async def call(query: str, ctx: ToolContext) -> str:
         """Look up context.
@@ -293,10 +394,8 @@ def _model_tool(item: ContextTool) -> Tool:
             query: What to look up.
             ctx: The call (hidden from the model).
         """
-        info = TurnInfo(run_id=ctx.run_id, messages=(), deps=ctx.deps, call_id=ctx.call_id)
-        return await invoke_run(item, query, info)
+        return await gather({"query": query}, ctx)
 
-    description = describe_context_tool(item)
     return Tool(call, name=item.name, description=description, timeout=item.timeout)
 
 
@@ -312,6 +411,7 @@ def context_tool(
     priority: int = 50,
     relevance: Relevance | int | float = 100,
     timeout: float | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], ContextTool]: ...
 
 
@@ -324,11 +424,13 @@ def context_tool(
     priority: int = 50,
     relevance: Relevance | int | float = 100,
     timeout: float | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> ContextTool | Callable[[Callable[..., Any]], ContextTool]:
     """Turn ``fn(query, ctx) -> str`` into a `ContextTool`; ``@context_tool(priority=80)``.
 
     The function and `relevance` may be sync or async; both are called with the user's
-    message and a `TurnInfo`. Keep `relevance` cheap: it runs for every turn.
+    message and a `TurnInfo`. Keep `relevance` cheap: it runs for every turn. The function
+    returns text, `None` or a `ContextResult`.
 
     Example:
         ```python
@@ -345,9 +447,11 @@ def context_tool(
         relevance: ``relevance(query, ctx) -> int`` (0-100), or a constant score; the
             default 100 makes the tool always eligible.
         timeout: Seconds the tool may take; `None`: the agent's `ContextSettings.timeout`.
+        parameters: JSON Schema of the arguments the model gives when it calls the tool
+            (``ctx.arguments``); `None`: one string, ``query`` (see `ContextTool.parameters`).
 
     Raises:
-        UserError: On a bad name, priority or timeout.
+        UserError: On a bad name, priority, timeout or parameters schema.
     """
 
     def decorate(fn: Callable[..., Any]) -> ContextTool:
@@ -358,6 +462,7 @@ def context_tool(
             priority=priority,
             relevance=relevance,
             timeout=timeout,
+            parameters=parameters,
         )
 
     return decorate(function) if function is not None else decorate

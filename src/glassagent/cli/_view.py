@@ -118,6 +118,28 @@ def format_call(name: str, args: Mapping[str, Any] | str, more: str = "…") -> 
     return f"{name}({', '.join(shown)})"
 
 
+def printable(text: str) -> str:
+    """`text` on one line with each control character shown as ``?`` (no terminal codes)."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
+
+
+def tool_label(function_name: str, tool_name: str | None) -> str:
+    """How people see a tool: ``Web検索 (web_search)``, or the function name alone.
+
+    The display name (`Tool.display_name`, ``tool_name`` in events) comes first, the name
+    the model called beside it when the two differ; control characters show as ``?``.
+    """
+    shown = display_name(function_name, tool_name)
+    return function_name if shown is None else f"{shown} ({function_name})"
+
+
+def display_name(function_name: str, tool_name: str | None) -> str | None:
+    """The tool's display name as shown (printable, cut), or `None` when it is the name."""
+    if not tool_name or tool_name == function_name:
+        return None
+    return short(printable(tool_name), VALUE_CHARS)
+
+
 def is_declined(execution: ToolExecution) -> bool:
     """Whether the user declined the call (the workspace marks it in ``ui_info``)."""
     ui = execution.ui_info
@@ -234,9 +256,8 @@ class HumanView:
             case OutputRetryEvent():
                 errors = one_line("; ".join(event.errors), more=marks.more)
                 self._line(f"{marks.model} not valid output, asked again: {errors}", "yellow")
-            case FunctionCallStartEvent(function_name=name, args=args):
-                unknown = "" if event.tool_name else " (no such tool)"
-                self._line(f"{marks.call} {format_call(name, args, marks.more)}{unknown}", "cyan")
+            case FunctionCallStartEvent():
+                self._call_line(event)
             case ToolProgressEvent(message=message):
                 text = short(message.rstrip("\n"), LINE_CHARS, marks.more)
                 self._line(f"  {marks.progress} {text}", "dim")
@@ -266,16 +287,30 @@ class HumanView:
         if event.stop_reason in ("max_tokens", "content_filter"):
             self._line(f"  (the answer was cut short: {event.stop_reason})", "yellow")
 
+    def _call_line(self, event: FunctionCallStartEvent) -> None:
+        """``⚙ name(args)``, or ``⚙ Display (name): args`` when the tool has a display name."""
+        marks, name, args = self.marks, event.function_name, event.args
+        label = tool_label(name, event.tool_name)
+        if label == name:
+            unknown = "" if event.tool_name else " (no such tool)"
+            self._line(f"{marks.call} {format_call(name, args, marks.more)}{unknown}", "cyan")
+            return
+        shown = format_call("", args, marks.more)[1:-1]
+        self._line(f"{marks.call} {label}{': ' + shown if shown else ''}", "cyan")
+
     def _result(self, execution: ToolExecution) -> None:
         marks = self.marks
         name, ms = execution.function_name, execution.duration_ms
+        label = tool_label(name, execution.tool_name)
         if is_declined(execution):
-            self._line(f"  {marks.failed} {name} declined", "yellow")
+            self._line(f"  {marks.failed} {label} declined", "yellow")
             return
         if execution.is_error:
-            self._line(f"  {marks.failed} {name} failed ({ms:.0f} ms)", "red")
+            self._line(f"  {marks.failed} {label} failed ({ms:.0f} ms)", "red")
         else:
-            self._line(f"  {marks.ok} {name} ({ms:.0f} ms)", "green")
+            shown = display_name(name, execution.tool_name)  # "Web検索 (web_search, 3 ms)"
+            where = f"{name} (" if shown is None else f"{shown} ({name}, "
+            self._line(f"  {marks.ok} {where}{ms:.0f} ms)", "green")
         result = execution.result
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
         lines = text.splitlines()

@@ -412,9 +412,16 @@
       call.answerText.appendData(text);
     }
 
-    toolStep(name, args, callId, known) {
+    // `name` is the function the model called; `displayName` the tool's name for people
+    // (`tool_name` of the events), shown first, with the function name beside it.
+    toolStep(name, args, callId, known, displayName) {
       const item = this.step("tool", "Tool call ", "running");
-      item.querySelector(".step-title").append(el("span", "tool-name", name));
+      const title = item.querySelector(".step-title");
+      if (displayName && displayName !== name) {
+        title.append(el("span", "tool-name", displayName), " ", el("span", "function-name", `(${name})`));
+      } else {
+        title.append(el("span", "tool-name", name));
+      }
       item.dataset.tool = name;
       if (callId) item.dataset.callId = callId;
       if (!known) item.append(el("div", "problem", "The agent has no tool of this name."));
@@ -521,7 +528,8 @@
       turn.call = null;
     },
     function_call_start(turn, event) {
-      turn.toolStep(event.function_name, event.args, event.call_id, event.tool_name !== null);
+      const known = event.tool_name !== null;
+      turn.toolStep(event.function_name, event.args, event.call_id, known, event.tool_name);
     },
     function_execution_start() {},
     tool_progress(turn, event) {
