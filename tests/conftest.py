@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +19,30 @@ if TYPE_CHECKING:
 
 _SECRET_SUFFIXES = ("_API_KEY", "_API_BASE", "_BASE_URL", "_API_VERSION", "_ORG_ID", "_ENDPOINT")
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ws_proxy", "wss_proxy"}
+
+
+# ---- hypothesis: a quick look in every run, a deep one in CI's attack step --------------------
+# Explicit `max_examples` in a test would override the profile: the fuzz tests leave it out.
+# `deadline=None`: a slow example on a loaded machine (or under xdist) is not a failure.
+settings.register_profile(
+    "fast",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile("ci-deep", settings.get_profile("fast"), max_examples=500)
+settings.load_profile("fast")  # `pytest --hypothesis-profile=ci-deep` loads the other one
+
+
+# ---- pytest-xdist: `-n auto` is one worker more than the CPUs --------------------------------
+# The tests wait for child processes and servers about a third of the time: with 3 workers a
+# 2-CPU machine stays busy (each worker also collects every test, which costs CPU too).
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return (len(usable) if usable else os.cpu_count() or 1) + 1
 
 
 def _is_loopback(address: Any) -> bool:
@@ -32,16 +57,34 @@ def _is_loopback(address: Any) -> bool:
     return isinstance(address, (str, bytes))  # AF_UNIX paths
 
 
+@pytest.fixture(scope="session")
+def _one_ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A CA bundle of one certificate (the first of certifi's), for `SSL_CERT_FILE`."""
+    import certifi
+
+    text = Path(certifi.where()).read_text(encoding="ascii")
+    end = "-----END CERTIFICATE-----"
+    first = text[text.index("-----BEGIN CERTIFICATE-----") : text.index(end) + len(end)]
+    path = tmp_path_factory.mktemp("ca") / "one-ca.pem"
+    path.write_text(first + "\n", encoding="ascii")
+    return str(path)
+
+
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, _one_ca_bundle: str) -> None:
     for name in list(os.environ):
         if name.upper().endswith(_SECRET_SUFFIXES) or name.lower() in _PROXY_VARS:
             monkeypatch.delenv(name, raising=False)
+    # The suite never speaks TLS (loopback HTTP only), so a client's TLS context needs no real
+    # CAs: loading a full bundle costs each new httpx client (Gemini's: three) about 30 ms.
+    monkeypatch.setenv("SSL_CERT_FILE", _one_ca_bundle)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     for name in (
         "GOOGLE_API_KEY",
         "GOOGLE_GENAI_USE_VERTEXAI",
         "GOOGLE_CLOUD_PROJECT",
         "GLASSAGENT_PROFILE_PATH",
+        "GLASSAGENT_FAST_POOL",
     ):
         monkeypatch.delenv(name, raising=False)
     # providers registered by a test (or a docs example) end with it

@@ -35,7 +35,9 @@ class FakeHub:
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     def answer(self, handler: BaseHTTPRequestHandler, *, body: bool) -> None:
         """Answer one request like the hub's ``resolve`` route."""

@@ -17,6 +17,8 @@ from typing import Any
 
 MAX_REQUESTS = 500
 """A test server refuses (closes) connections after this many requests: bounded by design."""
+POLL_SECONDS = 0.01
+"""How often the serving thread looks for `shutdown`: the wait of every stop."""
 
 
 @dataclass
@@ -170,7 +172,11 @@ class LoopbackServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: `shutdown` waits for the serving loop's next look (0.5 s by default)
+        serve = {"poll_interval": POLL_SECONDS}
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs=serve, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+import virtual_clock
 from glassagent import Agent, tool
+from glassagent._agent.act import ABORT_GRACE_SECONDS
 from glassagent.errors import ProviderTimeoutError, ResponseParseError, RunTimeoutError, UserError
 from glassagent.llm import (
     GeminiClient,
@@ -54,8 +56,8 @@ WIRES = {
 
 
 def dribbling(delta, pieces: int = 200, every: float = 0.1) -> Reply:
-    """A streamed answer that sends a small piece every `every` seconds for a long time."""
-    return Reply(chunks=[(every, delta("x")) for _ in range(pieces)])
+    """A streamed answer: a small piece at once, then one every `every` seconds for long."""
+    return Reply(chunks=[(0, delta("x"))] + [(every, delta("x")) for _ in range(pieces)])
 
 
 async def stream_all(client, settings: ModelSettings, seen: list[object]) -> None:
@@ -70,13 +72,13 @@ async def test_a_dribbling_server_cannot_outlast_the_deadline(wire: str) -> None
         async with make(server.url) as client:
             seen: list[object] = []
             started = time.monotonic()
-            # generous: the first piece must arrive in time even on a loaded machine
-            settings = ModelSettings(timeout=3.0, retry=NO_RETRY)
+            # the first piece comes at once: it is read well before the deadline
+            settings = ModelSettings(timeout=1.0, retry=NO_RETRY)
             with pytest.raises(ProviderTimeoutError) as info:
                 await stream_all(client, settings, seen)
             elapsed = time.monotonic() - started
     assert info.value.kind == "deadline"
-    assert info.value.seconds == 3.0
+    assert info.value.seconds == 1.0
     assert elapsed < 10  # one piece every 0.1 s would go on for 20 s
     assert seen  # what streamed before the deadline was passed on
 
@@ -174,7 +176,7 @@ async def slow_lookup(topic: str) -> str:
     return "found"
 
 
-async def test_run_timeout_ends_the_run_with_a_typed_error_keeping_what_it_made() -> None:
+def test_run_timeout_ends_the_run_with_a_typed_error_keeping_what_it_made() -> None:
     def model(messages, tools, system, settings):
         from glassagent.llm import LLMResponse, ToolCall
 
@@ -182,17 +184,20 @@ async def test_run_timeout_ends_the_run_with_a_typed_error_keeping_what_it_made(
             text="Let me look.", tool_calls=(ToolCall("c1", "slow_lookup", {"topic": "x"}),)
         )
 
-    agent = Agent(FunctionClient(model), [slow_lookup], run_timeout=0.5)
-    run = agent.run("look it up")
-    started = time.monotonic()
-    with pytest.raises(RunTimeoutError) as info:
-        await run
-    assert time.monotonic() - started < 5
-    result = info.value.result
+    async def run_it() -> tuple[RunTimeoutError, float]:
+        agent = Agent(FunctionClient(model), [slow_lookup], run_timeout=0.5)
+        loop = asyncio.get_running_loop()
+        with pytest.raises(RunTimeoutError) as info:
+            await agent.run("look it up")
+        return info.value, loop.time()
+
+    error, ended = virtual_clock.run(run_it())  # the tool's 30 s take no real time
+    assert ended == pytest.approx(0.5 + ABORT_GRACE_SECONDS)  # not the tool's 30 s
+    result = error.result
     assert result is not None
     assert result.stop_reason == "error"
     assert result.text == "Let me look."
-    assert info.value.seconds == 0.5
+    assert error.seconds == 0.5
     types = [e.type for e in result.events]
     assert types[-1] == "error"
     assert result.events[-1].error_type == "RunTimeoutError"
@@ -236,19 +241,26 @@ async def test_ollamas_capability_lookup_counts_against_the_deadline() -> None:
         async with OllamaClient("m", base_url=server.url) as client:  # tool_protocol="auto"
             started = time.monotonic()
             with pytest.raises(ProviderTimeoutError):
-                await client.chat(HI, [tool_definition], settings=ModelSettings(timeout=1.0))
+                await client.chat(HI, [tool_definition], settings=ModelSettings(timeout=0.5))
     assert time.monotonic() - started < 3
 
 
-async def test_one_timer_bounds_every_read_expires_completes_and_passes_cancellation_on() -> None:
+def test_one_timer_bounds_every_read_expires_completes_and_passes_cancellation_on() -> None:
+    virtual_clock.run(one_timer_bounds_every_read())  # exact times, whatever the machine's load
+
+
+async def one_timer_bounds_every_read() -> None:
     from glassagent._providers.call import CallLimits
 
+    loop = asyncio.get_running_loop()
     settings = ModelSettings(stall_timeout=1.0)
     limits = CallLimits.first(settings, "p")
     for _ in range(3):  # each read may take almost the stall timeout: the end moves on
         assert await limits.wait(asyncio.sleep(0.6, "read")) == "read"
+    assert loop.time() == pytest.approx(1.8)
     with pytest.raises(ProviderTimeoutError, match=r"sent nothing for 1 s"):
         await limits.wait(asyncio.sleep(5))
+    assert loop.time() == pytest.approx(2.8)  # one stall timeout after the last read
     task = asyncio.current_task()
     assert task is not None
     if hasattr(task, "cancelling"):  # Python 3.11+
@@ -258,6 +270,7 @@ async def test_one_timer_bounds_every_read_expires_completes_and_passes_cancella
     inner = CallLimits.first(ModelSettings(timeout=0.2, stall_timeout=5), "p")
     with pytest.raises(ProviderTimeoutError, match=r"within 0\.2 s"):  # a wait within a wait
         await inner.wait(inner.wait(asyncio.sleep(5)))
+    assert loop.time() == pytest.approx(3.0)
     limits.release()
 
     async def cancelled_from_outside() -> None:
@@ -270,7 +283,11 @@ async def test_one_timer_bounds_every_read_expires_completes_and_passes_cancella
         await cancelled
 
 
-async def test_a_cancellation_arriving_as_the_stall_timer_fires_is_not_a_timeout() -> None:
+def test_a_cancellation_arriving_as_the_stall_timer_fires_is_not_a_timeout() -> None:
+    virtual_clock.run(a_cancellation_arriving_as_the_stall_timer_fires())
+
+
+async def a_cancellation_arriving_as_the_stall_timer_fires() -> None:
     from glassagent._providers.call import CallLimits
 
     loop = asyncio.get_running_loop()

@@ -34,8 +34,8 @@ from glassagent.llm import (
     ToolDefinition,
 )
 
+# how many examples: the hypothesis profile (tests/conftest.py), 500 in CI's deep run
 FUZZ = settings(
-    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -259,3 +259,15 @@ async def test_a_full_pool_frees_a_dead_connection_before_closing_a_healthy_one(
         replies = await asyncio.gather(http.post(url, content=b"{}"), http.post(other_url))
         assert [r.status_code for r in replies] == [200, 200]
         assert len(connections) == 2  # the healthy one served; the dead one made the room
+
+
+async def test_with_keep_alive_off_each_connection_is_closed_once_its_answer_is_read() -> None:
+    handle, connections, closed_by_client = answering_server()
+    server, url = await serve(handle)
+    async with server, owned_client(keepalive_expiry=0) as http:
+        for _ in range(2):  # the second within a second of the first: no sweep is due
+            assert (await http.post(url, content=b"{}")).status_code == 200
+            assert http._transport._pool._connections == []  # closed, as httpcore does
+        await asyncio.sleep(0.05)
+        assert len(connections) == 2
+        assert closed_by_client == connections

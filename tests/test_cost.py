@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from glassagent import Usage
-from glassagent._profiles import cost as cost_module
+from glassagent._core import pricing as cost_module
 from glassagent.profiles import Cost, ModelProfile, cost_of, get_profile, list_profiles
 
 AS_OF = "2026-01-02"

@@ -12,7 +12,8 @@ from glassagent.errors import HistoryValidationError, UserError
 from glassagent.history import History, HistoryLimits, HistoryMessage
 from glassagent.llm import Attachment, Message, ToolCall
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# how many examples: the hypothesis profile (tests/conftest.py), 500 in CI's deep run
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SMALL = HistoryLimits(max_messages=40, max_depth=30, max_message_bytes=4000, max_nesting=6)
 
 json_scalars = st.one_of(

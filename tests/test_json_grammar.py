@@ -9,7 +9,7 @@ import pytest
 import respx
 
 from glassagent import ModelSettings, Tool
-from glassagent._providers.json_protocol import reply_schema
+from glassagent._core.json_protocol import reply_schema
 from glassagent.errors import ConfigurationError
 from glassagent.llm import (
     LlamaClient,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
+from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent.llm import LLMResponse, TextDelta, ThinkingDelta
 
 
@@ -70,7 +70,7 @@ def test_any_thought_and_answer_round_trip(thought: str, answer: str, size: int)
 
 
 def test_a_reply_cut_short_keeps_the_start_of_its_answer() -> None:
-    from glassagent._providers.json_protocol import read_response
+    from glassagent._core.json_protocol import read_response
 
     cut = LLMResponse(
         '{"thought": "a poem", "response": "The sea is wide,\\nthe sea is', stop_reason="max_tokens"

@@ -203,7 +203,8 @@ async def test_openai_key_from_the_environment_goes_to_openai_only(monkeypatch) 
 async def test_a_key_echoed_across_the_body_limit_is_still_masked() -> None:
     body = "x" * 1980 + f" key: {KEY} " + "y" * 100
     respx.post("http://127.0.0.1:8080/v1/chat/completions").respond(503, text=body)
-    client = OpenAICompatibleClient("m", base_url="http://127.0.0.1:8080/v1", api_key=KEY)
+    base_url = "http://127.0.0.1:8080/v1"
+    client = OpenAICompatibleClient("m", base_url=base_url, api_key=KEY, retry=NO_RETRY)
     with pytest.raises(ProviderUnavailableError) as info:
         await client.chat(HI)
     assert KEY[:8] not in (info.value.body or "")

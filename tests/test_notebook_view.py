@@ -218,7 +218,7 @@ async def test_displaying_an_ended_run_shows_it_once(notebook: Any) -> None:
 
 
 def test_the_docs_timeline_is_the_rendering_of_the_docs_recording() -> None:
-    from glassagent._record.render import html_timeline
+    from glassagent._core.record.render import html_timeline
 
     page = html_timeline([e.to_dict() for e in load_events(DOCS_RUN)])
     if os.environ.get("GLASSAGENT_WRITE_DOCS") == "1":

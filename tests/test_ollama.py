@@ -22,6 +22,7 @@ from glassagent.llm import (
     LLMResponse,
     Message,
     OllamaClient,
+    RetryPolicy,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -336,8 +337,9 @@ async def test_a_missing_model_says_how_to_pull_it() -> None:
 @respx.mock
 async def test_error_statuses_map_to_typed_errors(status, error) -> None:
     respx.post(CHAT).mock(return_value=httpx.Response(status, json={"error": "nope"}))
-    with pytest.raises(error, match="nope"):
-        await native().chat(HI)
+    client = OllamaClient(base_url=BASE, tool_protocol="native", retry=RetryPolicy(max_retries=0))
+    with pytest.raises(error, match="nope"):  # retries have their own tests (test_retries.py)
+        await client.chat(HI)
 
 
 @respx.mock
@@ -367,7 +369,9 @@ async def test_a_refused_connection_says_how_to_start_ollama() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    async with OllamaClient(base_url=f"http://127.0.0.1:{port}", tool_protocol="native") as client:
+    base_url = f"http://127.0.0.1:{port}"
+    no_retry = RetryPolicy(max_retries=0)
+    async with OllamaClient(base_url=base_url, tool_protocol="native", retry=no_retry) as client:
         with pytest.raises(ProviderUnavailableError) as info:
             await client.chat(HI)
     assert f"http://127.0.0.1:{port}/api/chat" in str(info.value)

@@ -757,15 +757,17 @@ async def test_llama_server_error_lines_mid_stream_are_provider_errors(client) -
 
 
 @respx.mock
-async def test_a_non_json_error_body_is_reported_as_text(client) -> None:
+async def test_a_non_json_error_body_is_reported_as_text() -> None:
     respx.post(URL).mock(return_value=httpx.Response(502, text="<html>Bad Gateway</html>"))
+    client = OpenAICompatibleClient("qwen2.5-coder", base_url=BASE, retry=NO_RETRY)
     with pytest.raises(ProviderUnavailableError, match="Bad Gateway"):
         await client.chat(HI)
 
 
 @respx.mock
-async def test_a_timeout_is_a_provider_unavailable_error(client) -> None:
+async def test_a_timeout_is_a_provider_unavailable_error() -> None:
     respx.post(URL).mock(side_effect=httpx.ReadTimeout("timed out"))
+    client = OpenAICompatibleClient("qwen2.5-coder", base_url=BASE, retry=NO_RETRY)
     with pytest.raises(ProviderUnavailableError, match="did not answer in time"):
         await client.chat(HI)
 
@@ -779,7 +781,8 @@ class BrokenStream(httpx.AsyncByteStream):
 
 
 @respx.mock
-async def test_a_connection_lost_mid_stream_is_a_provider_unavailable_error(client) -> None:
+async def test_a_connection_lost_mid_stream_is_a_provider_unavailable_error() -> None:
+    client = OpenAICompatibleClient("qwen2.5-coder", base_url=BASE, retry=NO_RETRY)
     respx.post(URL).mock(return_value=httpx.Response(200, stream=BrokenStream()))
     with pytest.raises(ProviderUnavailableError, match="was lost"):
         await stream_all(client, HI)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from glassagent import BaseLLMClient, LLMResponse
-from glassagent._profiles import load
+from glassagent._core.profiles import load
 from glassagent.errors import ConfigurationError, UserError
 from glassagent.llm import GeminiClient, LlamaClient, OllamaClient, OpenAICompatibleClient
 from glassagent.local import DEFAULT_MODEL
@@ -131,9 +131,9 @@ def test_profiles_are_read_once_and_reload_reads_them_again(tmp_path: Path) -> N
 def test_importing_glassagent_reads_no_profile() -> None:
     code = (
         "import sys, glassagent, glassagent.llm\n"
-        "print('glassagent._profiles.model' in sys.modules)\n"
+        "print('glassagent._core.profiles.model' in sys.modules)\n"
         "import glassagent.profiles\n"
-        "from glassagent._profiles import load\n"
+        "from glassagent._core.profiles import load\n"
         "print(load._base is None)\n"
         "glassagent.llm.OllamaClient().profile\n"
         "print(load._base is None)\n"

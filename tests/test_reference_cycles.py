@@ -38,6 +38,7 @@ def cycles() -> Iterator[list[str]]:
     gc.collect()
     enabled = gc.isenabled()
     gc.disable()
+    gc.freeze()  # the objects from before: the collection below looks at the new ones alone
     try:
         yield found
     finally:
@@ -48,6 +49,7 @@ def cycles() -> Iterator[list[str]]:
         finally:
             gc.garbage.clear()
             gc.set_debug(0)
+            gc.unfreeze()
             if enabled:
                 gc.enable()
 

@@ -211,7 +211,7 @@ def test_import_glassagent_does_not_import_jsonschema() -> None:
 
 
 def test_many_problems_are_listed_briefly() -> None:
-    from glassagent._tools.tool import InvalidArguments
+    from glassagent._tools.invalid import InvalidArguments
 
     schema = {
         "type": "object",

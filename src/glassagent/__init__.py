@@ -8,11 +8,16 @@ from glassagent._core.errors import GlassAgentError
 from glassagent._core.events import Event
 from glassagent._core.messages import LLMResponse, Message, ModelSettings, ToolCall, Usage
 from glassagent._core.result import RunResult, ToolResult
+from glassagent._providers import (  # noqa: F401 - they register their kinds for parse_event
+    anthropic_options,
+    gemini_options,
+    ollama_options,
+    openai_options,
+)
 from glassagent._public import publish
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import Tool, tool
-
-__version__ = "0.1.0.dev0"
+from glassagent._version import __version__
 
 __all__ = [
     "Agent",

@@ -9,7 +9,8 @@ from glassagent._agent.budget import Budget
 from glassagent._agent.guard import estimate_tokens
 from glassagent._agent.hook import OnEvent
 from glassagent._agent.run import AgentRun
-from glassagent._core.result import BudgetLimit, RunResult, RunStopReason
+from glassagent._core.events import BudgetLimit
+from glassagent._core.result import RunResult, RunStopReason
 from glassagent._public import publish
 
 __all__ = [

@@ -53,9 +53,9 @@ from glassagent._core.events import (
     ToolProgressEvent,
     parse_event,
 )
+from glassagent._core.record.jsonl import load_events, save_events
+from glassagent._core.record.redact import Redact, Redactor, redacted
 from glassagent._public import publish
-from glassagent._record.jsonl import load_events, save_events
-from glassagent._record.redact import Redact, Redactor, redacted
 
 __all__ = [
     "AbortedEvent",

@@ -12,6 +12,10 @@ through the ``glassagent.providers`` entry-point group or `register_provider`. E
 `AttachmentPolicy`, which says which local files attachments may read and whether remote
 ones are passed on or downloaded, and ``record_wire=True`` to attach each call's bodies to its
 answer (`WireRecord`), so ``llm_response`` events and recordings keep them.
+
+`ModelSettings.provider_options` takes what only one provider family understands: an
+instance of a `ProviderOptions` subclass, `AnthropicOptions`, `GeminiOptions`,
+`OllamaOptions`, `OpenAIOptions`, or a plugin's own.
 """
 
 from glassagent._core.attachments import AttachmentPolicy
@@ -34,19 +38,24 @@ from glassagent._core.messages import (
     Usage,
     WireRecord,
 )
-from glassagent._core.options import GeminiOptions, OllamaOptions, OpenAIOptions, ProviderOptions
+from glassagent._core.options import ProviderOptions
 from glassagent._core.output import OutputMode, OutputSchema
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
+from glassagent._providers.anthropic_options import AnthropicOptions
 from glassagent._providers.azure import AzureOpenAIClient
 from glassagent._providers.factory import create_llm_client, register_provider
 from glassagent._providers.gemini import GeminiClient
+from glassagent._providers.gemini_options import GeminiOptions
 from glassagent._providers.ollama import LlamaClient, OllamaClient
+from glassagent._providers.ollama_options import OllamaOptions
 from glassagent._providers.openai_compat import OpenAICompatibleClient
+from glassagent._providers.openai_options import OpenAIOptions
 from glassagent._public import publish
 
 __all__ = [
     "AnthropicClient",
+    "AnthropicOptions",
     "Attachment",
     "AttachmentPolicy",
     "AzureOpenAIClient",

@@ -28,8 +28,9 @@ Profiles are read on the first lookup (never by ``import glassagent``) and kept 
 process.
 """
 
-from glassagent._profiles.cost import Cost, CostSource, client_cost, cost_of
-from glassagent._profiles.load import (
+from glassagent._core.cost import Cost, CostSource
+from glassagent._core.pricing import client_cost, cost_of
+from glassagent._core.profiles.load import (
     AI_PROFILE_DIR,
     ProfileDirs,
     ProfileList,
@@ -40,7 +41,7 @@ from glassagent._profiles.load import (
     load_profile,
     reload_profiles,
 )
-from glassagent._profiles.model import (
+from glassagent._core.profiles.model import (
     BasicInfo,
     Capabilities,
     Features,

@@ -8,14 +8,14 @@ real session becomes an offline regression test.
 """
 
 from glassagent._public import publish
-from glassagent._record.replay import ReplayClient
-from glassagent._testing import (
+from glassagent._testing.clients import (
     FunctionClient,
     RecordedRequest,
     ResponseFunction,
     ScriptedClient,
     ScriptItem,
 )
+from glassagent._testing.replay import ReplayClient
 
 __all__ = [
     "FunctionClient",

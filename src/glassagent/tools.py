@@ -14,7 +14,7 @@ from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.result import ToolResult
 from glassagent._public import publish
 from glassagent._tools.analysis import analyze_message
-from glassagent._tools.context import ToolContext
+from glassagent._tools.context import ToolContext, ToolLoader
 from glassagent._tools.context_tools import (
     ContextPlacement,
     ContextResult,
@@ -26,7 +26,6 @@ from glassagent._tools.context_tools import (
     context_tool,
 )
 from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
-from glassagent._tools.loader import ToolLoader
 from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool, tool
 
 __all__ = [

@@ -31,13 +31,14 @@ from glassagent._core.result import OutputT, RunResult
 from glassagent._core.tool_choice import check_against as check_tool_choice
 from glassagent._tools.context import DepsT
 from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
-from glassagent._tools.tool import Tool, as_tool, check_approval_rule
+from glassagent._tools.tool import Tool, check_approval_rule
+from glassagent._tools.wrap import as_tool
 
 if TYPE_CHECKING:
     from glassagent._agent.hook import OnEvent
     from glassagent._core.output import OutputMode
+    from glassagent._core.record.redact import Redact
     from glassagent._history.tree import History
-    from glassagent._record.redact import Redact
     from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy
 
 AttachmentLike = Attachment | str | os.PathLike[str]

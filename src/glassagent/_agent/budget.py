@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
+from glassagent._core.cost import Cost
 from glassagent._core.errors import UserError
-from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
-    from glassagent._core.result import BudgetLimit
+    from glassagent._core.events import BudgetLimit
 
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 

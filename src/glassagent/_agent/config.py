@@ -1,22 +1,26 @@
-"""`RunConfig`: everything one run is configured with; `append_turn`: its step after the end."""
+"""`RunConfig`: everything one run is configured with, and its steps before and after.
+
+`plan_output` applies the structured output's mode before the run; `append_turn` appends the
+turn to a history after it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.errors import HistoryAppendError
+from glassagent._agent.output import OutputSpec, Plan, final_tool, instructions
+from glassagent._core.errors import ConfigurationError, HistoryAppendError
 
 if TYPE_CHECKING:
     from glassagent._agent.budget import Budget
     from glassagent._agent.hook import OnEvent
-    from glassagent._agent.output import OutputSpec
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolDefinition
+    from glassagent._core.record.redact import Redact
     from glassagent._core.result import RunResult
     from glassagent._history.tree import History
-    from glassagent._record.redact import Redact
     from glassagent._tools.context_tools import ContextSettings, ContextTool
     from glassagent._tools.tool import ApprovalPolicy, Tool
 
@@ -86,3 +90,56 @@ def append_turn(config: RunConfig, result: RunResult[Any]) -> None:
         )
         error.result = result
         raise error from exc
+
+
+def plan_output(config: RunConfig) -> tuple[RunConfig, Plan | None]:
+    """The run's configuration with its output mode applied, and the mode.
+
+    ``native`` puts the schema in the settings, ``tool`` adds the final-answer tool,
+    ``prompted`` adds the schema to the system prompt.
+
+    Under ``tool_choice="none"`` the client's ``tool`` mode becomes ``prompted``.
+
+    Raises:
+        ConfigurationError: When the agent asks for ``native``, or the settings carry an
+            `OutputSchema`, and the client has no native mode for this run; or when it asks
+            for ``tool`` under ``tool_choice="none"``.
+    """
+    spec = config.output
+    client, tools = config.client, bool(config.definitions)
+    if spec is None and config.settings.output_schema is None:
+        return config, None
+    offered = client.output_mode(tools=tools, settings=config.settings)
+    if spec is None:  # a schema in the settings, for the client to honour
+        if offered != "native":
+            raise ConfigurationError(
+                f"{client.provider_name} ({type(client).__name__}) cannot honour "
+                "ModelSettings.output_schema: its output_mode is not 'native'. Use "
+                "Agent(output_type=...) instead."
+            )
+        return config, None
+    mode = spec.mode or offered
+    if mode == "tool" and config.settings.tool_choice == "none":  # no tool may be called
+        if spec.mode == "tool":
+            raise ConfigurationError(
+                "output_mode='tool' needs the final-answer tool, which "
+                "ModelSettings.tool_choice='none' forbids the model to call; use "
+                "output_mode='prompted' or another tool_choice."
+            )
+        mode = "prompted"
+    if mode == "native" and offered != "native":
+        raise ConfigurationError(
+            f"{client.provider_name} ({type(client).__name__}) cannot honour output_mode="
+            f"'native'{' in a run with tools' if tools else ''}: its output_mode is "
+            f"{offered!r}. Use output_mode='tool' or 'prompted', or leave it unset."
+        )
+    if mode == "native":
+        settings = replace(config.settings, output_schema=spec.schema)
+        return replace(config, settings=settings), Plan(spec, mode)
+    settings = replace(config.settings, output_schema=None)
+    config = replace(config, settings=settings)
+    if mode == "tool":
+        definitions = (*config.definitions, final_tool(spec.schema))
+        return replace(config, definitions=definitions), Plan(spec, mode)
+    system = "\n\n".join(s for s in (config.system, instructions(spec.schema)) if s)
+    return replace(config, system=system), Plan(spec, mode)

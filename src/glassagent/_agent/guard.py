@@ -19,9 +19,10 @@ from operator import add
 from typing import TYPE_CHECKING
 
 from glassagent._agent import budget as budgets
+from glassagent._core.cost import Cost
 from glassagent._core.errors import AttachmentError, ContextLengthError, UserError
 from glassagent._core.messages import LLMResponse, Message, ModelSettings, ToolDefinition, Usage
-from glassagent._profiles.cost import Cost, client_cost
+from glassagent._core.pricing import client_cost
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from glassagent._agent.budget import BudgetStop
     from glassagent._agent.config import RunConfig
     from glassagent._core.client import BaseLLMClient
-    from glassagent._profiles.model import Modality, ModelProfile
+    from glassagent._core.profiles.model import Modality, ModelProfile
 
 CHARS_PER_TOKEN = 4
 """The size estimate's ratio: about four characters of English text or code per token."""

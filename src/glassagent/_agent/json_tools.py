@@ -3,7 +3,7 @@
 The agent wraps a client in it for a run when the model's profile says it has no native
 function calling and the client would offer tools natively: the request carries the tools in
 the system prompt and the earlier tool rounds as protocol JSON, and the reply is read back into
-text, thinking and tool calls (`glassagent._providers.json_protocol`). The client itself is
+text, thinking and tool calls (`glassagent._core.json_protocol`). The client itself is
 never changed.
 """
 
@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from glassagent._core import json_protocol
 from glassagent._core.client import BaseLLMClient
+from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     LLMResponse,
     Message,
@@ -26,13 +28,11 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
 )
-from glassagent._providers import json_protocol
-from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 
 if TYPE_CHECKING:
     from glassagent._core.output import OutputMode
+    from glassagent._core.profiles.model import ModelProfile
     from glassagent._core.result import ToolResult
-    from glassagent._profiles.model import ModelProfile
 
 _Request = tuple[Sequence[Message], "str | None", "ModelSettings | None", bool]
 

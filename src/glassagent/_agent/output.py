@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.errors import ConfigurationError, OutputValidationError, UserError
+from glassagent._core.errors import OutputValidationError, UserError
 from glassagent._core.fence import CODE_FENCE
 from glassagent._core.messages import LLMResponse, Message, ToolCall, ToolDefinition
 from glassagent._core.output import FINAL_TOOL, OutputMode, OutputSchema, schema_name
@@ -28,7 +28,7 @@ from glassagent._core.result import ToolResult
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-    from glassagent._agent.config import RunConfig
+    from glassagent._core.client import BaseLLMClient
 
 WRAPPER = "result"
 """The property a non-object output sits under."""
@@ -150,59 +150,6 @@ def _close_objects(schema: Any) -> bool:
     return strict
 
 
-def plan(config: RunConfig) -> tuple[RunConfig, Plan | None]:
-    """The run's configuration with its output mode applied, and the mode.
-
-    ``native`` puts the schema in the settings, ``tool`` adds the final-answer tool,
-    ``prompted`` adds the schema to the system prompt.
-
-    Under ``tool_choice="none"`` the client's ``tool`` mode becomes ``prompted``.
-
-    Raises:
-        ConfigurationError: When the agent asks for ``native``, or the settings carry an
-            `OutputSchema`, and the client has no native mode for this run; or when it asks
-            for ``tool`` under ``tool_choice="none"``.
-    """
-    spec = config.output
-    client, tools = config.client, bool(config.definitions)
-    if spec is None and config.settings.output_schema is None:
-        return config, None
-    offered = client.output_mode(tools=tools, settings=config.settings)
-    if spec is None:  # a schema in the settings, for the client to honour
-        if offered != "native":
-            raise ConfigurationError(
-                f"{client.provider_name} ({type(client).__name__}) cannot honour "
-                "ModelSettings.output_schema: its output_mode is not 'native'. Use "
-                "Agent(output_type=...) instead."
-            )
-        return config, None
-    mode = spec.mode or offered
-    if mode == "tool" and config.settings.tool_choice == "none":  # no tool may be called
-        if spec.mode == "tool":
-            raise ConfigurationError(
-                "output_mode='tool' needs the final-answer tool, which "
-                "ModelSettings.tool_choice='none' forbids the model to call; use "
-                "output_mode='prompted' or another tool_choice."
-            )
-        mode = "prompted"
-    if mode == "native" and offered != "native":
-        raise ConfigurationError(
-            f"{client.provider_name} ({type(client).__name__}) cannot honour output_mode="
-            f"'native'{' in a run with tools' if tools else ''}: its output_mode is "
-            f"{offered!r}. Use output_mode='tool' or 'prompted', or leave it unset."
-        )
-    if mode == "native":
-        settings = replace(config.settings, output_schema=spec.schema)
-        return replace(config, settings=settings), Plan(spec, mode)
-    settings = replace(config.settings, output_schema=None)
-    config = replace(config, settings=settings)
-    if mode == "tool":
-        definitions = (*config.definitions, final_tool(spec.schema))
-        return replace(config, definitions=definitions), Plan(spec, mode)
-    system = "\n\n".join(s for s in (config.system, instructions(spec.schema)) if s)
-    return replace(config, system=system), Plan(spec, mode)
-
-
 def final_tool(schema: OutputSchema) -> ToolDefinition:
     """The final-answer tool: its parameters are the output schema."""
     description = _TOOL_DESCRIPTION
@@ -312,7 +259,9 @@ def feedback(plan: Plan, invalid: Invalid) -> str:
     )
 
 
-def ask_again(plan: Plan, message: Message, invalid: Invalid, config: RunConfig) -> list[Message]:
+def ask_again(
+    plan: Plan, message: Message, invalid: Invalid, client: BaseLLMClient
+) -> list[Message]:
     """The invalid answer as kept, and the message that asks the model to answer again.
 
     A final-answer call keeps only that call (the answer's other calls never ran) and gets an
@@ -324,7 +273,7 @@ def ask_again(plan: Plan, message: Message, invalid: Invalid, config: RunConfig)
     if message.tool_calls != (invalid.call,):
         message = replace(message, tool_calls=(invalid.call,))
     result = ToolResult(invalid.call.id, invalid.call.name, text, True, 0.0)
-    return [message, config.client.format_tool_result(invalid.call, result)]
+    return [message, client.format_tool_result(invalid.call, result)]
 
 
 def exhausted(plan: Plan, invalid: Invalid, retries: int) -> OutputValidationError:

@@ -67,7 +67,7 @@ class RunRecording:
             await self._hook.drain()
 
     def _dicts(self) -> list[dict[str, Any]]:
-        from glassagent._record.redact import redacted
+        from glassagent._core.record.redact import redacted
 
         return [redacted(event, self._config.redact) for event in self._events]
 
@@ -91,8 +91,8 @@ class RunRecording:
         Raises:
             UserError: When the file cannot be written, or the redact hook fails.
         """
-        from glassagent._record import jsonl
-        from glassagent._record.redact import redacted
+        from glassagent._core.record import jsonl
+        from glassagent._core.record.redact import redacted
 
         config, redact = self._config, self._config.redact
         client = config.client
@@ -116,7 +116,7 @@ class RunRecording:
         Raises:
             UserError: Without IPython, or outside a notebook.
         """
-        from glassagent._record.live import LiveDisplay
+        from glassagent._core.record.live import LiveDisplay
 
         live = LiveDisplay(self._repr_html_)
         if self._result is None:
@@ -127,11 +127,11 @@ class RunRecording:
         return "not started" if self._producer is None and not self._events else None
 
     def _repr_html_(self) -> str:
-        from glassagent._record.render import html_timeline
+        from glassagent._core.record.render import html_timeline
 
         return html_timeline(self._dicts(), status=self._status())
 
     def _repr_markdown_(self) -> str:
-        from glassagent._record.render import markdown_timeline
+        from glassagent._core.record.render import markdown_timeline
 
         return markdown_timeline(self._dicts(), status=self._status())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from glassagent._agent import decide, output, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
-from glassagent._agent.config import append_turn
+from glassagent._agent.config import append_turn, plan_output
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
 from glassagent._agent.think import read_answer, tool_protocol
@@ -315,7 +315,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
             self._config = self._guard.start(self._config, self._conversation)
-            self._config, self._plan = output.plan(self._config)
+            self._config, self._plan = plan_output(self._config)
             await self._loop()
         except asyncio.CancelledError:
             cancelled_from_outside = self._abort_reason is None
@@ -448,7 +448,9 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._output_retries += 1
         fields = {"text": outcome.text, "errors": outcome.errors, "attempt": self._output_retries}
         self._emit(OutputRetryEvent, iteration=self._iterations, **fields)
-        conversation[-1:] = output.ask_again(self._plan, conversation[-1], outcome, self._config)
+        conversation[-1:] = output.ask_again(
+            self._plan, conversation[-1], outcome, self._config.client
+        )
         return None
 
     async def _think(self, iteration: int) -> LLMResponse | None:

@@ -24,9 +24,10 @@ from glassagent._contract.stream import ContractResponse, ContractStream, Reques
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import MaxIterationsExceeded, RunAborted
 from glassagent._core.messages import Message, ToolCall
-from glassagent._tools.tool import Tool, as_tool
+from glassagent._tools.tool import Tool
+from glassagent._tools.wrap import as_tool
 
-_SHIPPED_PROFILES = Path(__file__).resolve().parent.parent / "_profiles" / "data"
+_SHIPPED_PROFILES = Path(__file__).resolve().parent.parent / "_core" / "profiles" / "data"
 
 
 class ContractClient:

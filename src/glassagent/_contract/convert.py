@@ -11,7 +11,8 @@ from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings, ToolCall, ToolDefinition
 from glassagent._core.result import ToolResult
 from glassagent._history.tree import History
-from glassagent._tools.tool import Tool, as_tool
+from glassagent._tools.tool import Tool
+from glassagent._tools.wrap import as_tool
 
 _SETTINGS = frozenset(f.name for f in dataclasses.fields(ModelSettings))
 _ALIASES = {"max_output_tokens": "max_tokens", "max_completion_tokens": "max_tokens"}

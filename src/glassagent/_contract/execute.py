@@ -19,9 +19,8 @@ from glassagent._contract import bridge
 from glassagent._contract.convert import HOST_KEYS, display_name_of, tool_result
 from glassagent._core.messages import ModelSettings, ToolCall
 from glassagent._core.result import ToolResult
-from glassagent._tools.context import ToolContext
+from glassagent._tools.context import ToolContext, execution_dict
 from glassagent._tools.execute import describe_exception, prepare_call, run_prepared
-from glassagent._tools.loader import execution_dict
 from glassagent._tools.tool import Tool
 
 

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from glassagent._core.output import OutputMode
+    from glassagent._core.profiles.model import ModelProfile
     from glassagent._core.result import ToolResult
-    from glassagent._profiles.model import ModelProfile
 
 
 class BaseLLMClient(ABC):
@@ -52,7 +52,7 @@ class BaseLLMClient(ABC):
         Raises:
             ConfigurationError: When a profile file or plugin is invalid.
         """
-        from glassagent._profiles.load import get_profile
+        from glassagent._core.profiles.load import get_profile
 
         return get_profile(self.model, self.provider_name)
 

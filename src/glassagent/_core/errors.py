@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the one import cycle allowed (pyproject.toml, [tool.importlinter]):
+    # a RunResult is made of messages, which raise these errors
     from glassagent._core.result import RunResult
 
 

@@ -12,6 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, get_args
 
 from glassagent._core.analysis import MessageAnalysis
+from glassagent._core.cost import NOT_RECORDED, Cost
 from glassagent._core.errors import UserError
 from glassagent._core.messages import (
     Message,
@@ -23,12 +24,12 @@ from glassagent._core.messages import (
     Usage,
     WireRecord,
 )
-from glassagent._core.result import NOT_RECORDED, BudgetLimit
-from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
+BudgetLimit = Literal["max_cost", "max_tokens", "max_model_calls"]
+"""Which limit of a `Budget` stopped a run."""
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALARS = (str, int, float, bool, type(None))

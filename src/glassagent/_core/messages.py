@@ -5,23 +5,16 @@ from __future__ import annotations
 import mimetypes
 import os
 import posixpath
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 from urllib.parse import unquote, urlsplit
 
 from glassagent._core.errors import AttachmentError, UserError
-from glassagent._core.options import (
-    GeminiOptions,
-    OllamaOptions,
-    OpenAIOptions,
-    ProviderOptions,
-    check_integer,
-    check_number,
-)
+from glassagent._core.options import ProviderOptions, check_integer, check_number
 from glassagent._core.output import OutputSchema
 from glassagent._core.retry import RetryPolicy
-from glassagent._core.tool_choice import check_value as check_tool_choice
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message."""
@@ -71,6 +64,11 @@ class ToolCall:
             raise UserError(
                 f"ToolCall.input must be a dict of arguments, not {type(self.input).__name__}."
             )
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id, for calls the provider sent without one: ``call_`` + 24 hex digits."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 REMOTE_SCHEMES = ("http", "https")
@@ -282,6 +280,15 @@ class Usage:
         )
 
 
+def _check_tool_choice(value: Any) -> None:
+    """Raise `UserError` unless `value` is `None` or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise UserError(
+            "ModelSettings.tool_choice must be 'auto', 'required', 'none' or a tool's name, "
+            f"not {value!r}."
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings:
     """Generation settings; `None` means "the provider's default"."""
@@ -317,9 +324,10 @@ class ModelSettings:
     retry: RetryPolicy | None = None
     """How failed calls are retried; `None`: the client's policy (by default `RetryPolicy()`)."""
     provider_options: ProviderOptions | None = None
-    """Settings only one provider family understands (`OpenAIOptions`, `OllamaOptions`,
-    `GeminiOptions`), passed to it unchanged; a client of another family refuses them with
-    `ConfigurationError`."""
+    """Settings only one provider family understands: an instance of a `ProviderOptions`
+    subclass (`OpenAIOptions`, `OllamaOptions`, `GeminiOptions`, `AnthropicOptions`, or a
+    plugin's own), passed to its client unchanged; a client of another family refuses them
+    with `ConfigurationError`."""
     output_schema: OutputSchema | None = None
     """A JSON Schema the answer must follow, in the provider's own constrained mode; a
     client that has none refuses it with `ConfigurationError`. `Agent(output_type=...)`
@@ -348,14 +356,12 @@ class ModelSettings:
         check_integer("ModelSettings", "max_tokens", self.max_tokens, 1)
         check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)
         self._check_stop_sequences()
-        check_tool_choice(self.tool_choice)
+        _check_tool_choice(self.tool_choice)
         options = self.provider_options
-        if options is not None and not isinstance(
-            options, OpenAIOptions | OllamaOptions | GeminiOptions
-        ):
+        if options is not None and not isinstance(options, ProviderOptions):
             raise UserError(
-                "ModelSettings.provider_options must be OpenAIOptions, OllamaOptions or "
-                f"GeminiOptions, not {type(options).__name__}."
+                "ModelSettings.provider_options must be provider options (of a ProviderOptions "
+                f"subclass, e.g. OpenAIOptions(...)), not {type(options).__name__}."
             )
         self._check_overlaps()
 
@@ -375,24 +381,7 @@ class ModelSettings:
     def _check_overlaps(self) -> None:
         """Refuse an option that says again what a portable field already says."""
         options = self.provider_options
-        clashes: list[tuple[str, str]] = []
-        if isinstance(options, OllamaOptions):
-            given = options.options or {}
-            for name, key in (
-                ("temperature", "temperature"),
-                ("max_tokens", "num_predict"),
-                ("stop_sequences", "stop"),
-            ):
-                if getattr(self, name) is not None and key in given:
-                    clashes.append((name, f"OllamaOptions.options[{key!r}]"))
-            if self.thinking_budget is not None and options.think is not None:
-                clashes.append(("thinking_budget", "OllamaOptions.think"))
-        if (
-            isinstance(options, GeminiOptions)
-            and self.thinking_budget is not None
-            and options.thinking_level is not None
-        ):
-            clashes.append(("thinking_budget", "GeminiOptions.thinking_level"))
+        clashes = () if options is None else options.overlaps(self)
         if clashes:
             name, option = clashes[0]
             raise UserError(f"ModelSettings.{name} and {option} say the same thing; set one.")
@@ -401,7 +390,7 @@ class ModelSettings:
         """Return these settings overridden by every field `other` sets (not `None`).
 
         Provider options of the same class are merged field by field (see
-        `OpenAIOptions.merge`).
+        `ProviderOptions.merge`).
 
         Args:
             other: Settings that take precedence, e.g. run-level over agent-level.
@@ -419,7 +408,7 @@ class ModelSettings:
                     f"Cannot merge ModelSettings.provider_options={type(theirs).__name__}(...) "
                     f"into {type(mine).__name__}(...): they are for different providers."
                 )
-            changes["provider_options"] = mine.merge(theirs)  # type: ignore[arg-type]
+            changes["provider_options"] = mine.merge(theirs)
         return replace(self, **changes) if changes else self
 
 

@@ -1,24 +1,29 @@
 """Per-provider generation options: the typed escape hatch of `ModelSettings`.
 
-Each class holds settings one provider family understands and the portable `ModelSettings`
-fields do not. A client passes them to its provider unchanged, and refuses options meant for
-another provider with `ConfigurationError` rather than dropping them.
+`ProviderOptions` is the base class. Each provider family subclasses it next to its wire
+(`OpenAIOptions`, `OllamaOptions`, `GeminiOptions`, `AnthropicOptions`, and a plugin's own),
+for the settings that family understands and the portable `ModelSettings` fields do not. A
+client passes them to its provider unchanged, and refuses options meant for another provider
+with `ConfigurationError` rather than dropping them.
+
+The check helpers (`check_number`, `check_integer`, `check_mapping`, `check_text`) and
+`add_unset` serve every options class and wire, plugins' included.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from glassagent._core.errors import ConfigurationError, UserError
 
 if TYPE_CHECKING:
-    from glassagent._core.messages import ModelSettings
-
-_MAPPINGS = ("options", "extra_body", "extra_config")
-"""Mapping fields that `merge` combines key by key instead of replacing."""
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
+    from typing_extensions import Self
 
 
 def check_number(owner: str, name: str, value: Any, low: float, high: float) -> None:
@@ -38,161 +43,233 @@ def check_integer(owner: str, name: str, value: Any, low: int) -> None:
         raise UserError(f"{owner}.{name} must be an integer of at least {low}, not {value!r}.")
 
 
-def _check_mapping(owner: str, name: str, value: Any) -> None:
+def check_mapping(owner: str, name: str, value: Any) -> None:
+    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or a str-keyed mapping."""
     if value is not None and not isinstance(value, Mapping):
         raise UserError(f"{owner}.{name} must be a mapping, not {type(value).__name__}.")
     if value is not None and not all(isinstance(k, str) for k in value):
         raise UserError(f"{owner}.{name} must have string keys.")
 
 
-def _check_text(owner: str, name: str, value: Any) -> None:
+def check_text(owner: str, name: str, value: Any) -> None:
+    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or a non-empty string."""
     if value is not None and (not isinstance(value, str) or not value):
         raise UserError(f"{owner}.{name} must be a non-empty string, not {value!r}.")
 
 
-_Options = TypeVar("_Options", "OpenAIOptions", "OllamaOptions", "GeminiOptions")
-_Self = TypeVar("_Self", bound="_Mergeable")
+_Options = TypeVar("_Options", bound="ProviderOptions")
 
 
-class _Mergeable:
-    def merge(self: _Self, other: _Self) -> _Self:
+@dataclass(frozen=True, kw_only=True)
+class ProviderOptions:
+    """The base class of the per-provider options that `ModelSettings.provider_options` takes.
+
+    Each provider family subclasses it as a frozen, keyword-only dataclass that fixes `kind`
+    with a default and checks its fields in ``__post_init__`` (calling
+    ``super().__post_init__()`` first), raising `UserError`. Its client reads them with
+    `from_settings`, which refuses another family's options with `ConfigurationError`:
+
+    ```python
+    @dataclass(frozen=True, kw_only=True)
+    class AcmeOptions(ProviderOptions):
+        kind: Literal["acme"] = "acme"
+        beam_width: int | None = None
+        extra_body: Mapping[str, Any] | None = None
+
+        merged_mappings = ("extra_body",)
+    ```
+
+    `ModelSettings` takes an instance of any subclass; `merge` combines two of one class
+    field by field, `from_dict` builds one from a mapping (unknown keys refused), and events
+    carry `kind`, so `parse_event` rebuilds the right class once the module defining it has
+    been imported. Two classes cannot claim one `kind`.
+    """
+
+    kind: str
+    """Which provider family these options are for; each subclass fixes it with a default,
+    e.g. ``kind: Literal["acme"] = "acme"``."""
+
+    merged_mappings: ClassVar[tuple[str, ...]] = ()
+    """The mapping fields `merge` combines key by key (e.g. ``("extra_body",)``); `merge`
+    replaces every other field whole."""
+
+    _classes: ClassVar[dict[str, type[ProviderOptions]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind", MISSING)
+        if isinstance(kind, Field):
+            kind = kind.default
+        if kind is MISSING:  # a subclass of a family's class keeps its parent's kind
+            if not isinstance(getattr(cls, "kind", None), str):
+                raise UserError(
+                    f"{cls.__name__} must fix its provider family, e.g. "
+                    'kind: Literal["acme"] = "acme".'
+                )
+            return
+        if not isinstance(kind, str) or not kind:
+            raise UserError(f"{cls.__name__}.kind must default to a non-empty string.")
+        owner = ProviderOptions._classes.get(kind)
+        if owner is not None and owner.__qualname__ != cls.__qualname__:
+            raise UserError(
+                f"{cls.__name__} cannot take kind {kind!r}: {owner.__name__} has it. "
+                "Give it a kind of its own."
+            )
+        ProviderOptions._classes[kind] = cls
+
+    def __post_init__(self) -> None:
+        if type(self) is ProviderOptions:
+            raise UserError(
+                "ProviderOptions is the base class: use a provider's options, such as "
+                "OpenAIOptions(...), or a subclass of your own."
+            )
+        expected = _declared_kind(type(self))
+        if self.kind != expected:
+            raise UserError(f"{type(self).__name__}.kind is {expected!r}, not {self.kind!r}.")
+
+    def merge(self, other: Self) -> Self:
         """Return these options overridden by every field `other` sets (not `None`).
 
-        Mapping fields (``options``, ``extra_body``, ``extra_config``) are combined key by
-        key, `other`'s keys winning; every other field `other` sets replaces this one's.
+        The fields named in `merged_mappings` are combined key by key, `other`'s keys
+        winning; every other field `other` sets replaces this one's.
 
         Args:
             other: Options of the same class that take precedence.
+
+        Raises:
+            UserError: For options of another class.
         """
+        if type(other) is not type(self):
+            raise UserError(
+                f"Cannot merge {type(other).__name__}(...) into {type(self).__name__}(...): "
+                "they are for different providers."
+            )
         changes: dict[str, Any] = {}
-        for f in fields(other):  # type: ignore[arg-type]
+        for f in fields(other):
             value = getattr(other, f.name)
             if value is None or f.name == "kind":
                 continue
             mine = getattr(self, f.name)
-            if f.name in _MAPPINGS and mine is not None:
+            if f.name in self.merged_mappings and mine is not None:
                 value = {**mine, **value}
             changes[f.name] = value
-        return replace(self, **changes) if changes else self  # type: ignore[type-var]
+        return replace(self, **changes) if changes else self
+
+    def overlaps(self, settings: Any) -> Sequence[tuple[str, str]]:
+        """The portable settings these options say again, which `ModelSettings` refuses.
+
+        Override it when an option has a twin among the `ModelSettings` fields, as Ollama's
+        ``options["temperature"]`` has `ModelSettings.temperature`. By default: none.
+
+        Args:
+            settings: The `ModelSettings` that carry these options.
+
+        Returns:
+            A ``(field, option)`` pair for each `ModelSettings` field that is set and that an
+            option here repeats, e.g. ``("max_tokens", "OllamaOptions.options['num_predict']")``.
+        """
+        del settings
+        return ()
+
+    @classmethod
+    def from_settings(cls, settings: Any, provider: str) -> Self | None:
+        """The options of this class that `settings` carry, for a client of `provider`.
+
+        Args:
+            settings: The call's `ModelSettings`, or `None`.
+            provider: The client's provider name, for the error.
+
+        Returns:
+            `settings.provider_options` when they are of this class (or a subclass of it);
+            `None` when there are none.
+
+        Raises:
+            ConfigurationError: For options of another class: the client cannot honour
+                them, and dropping them silently would be worse.
+        """
+        options = None if settings is None else settings.provider_options
+        return options_for(options, cls, provider)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Build options from a mapping of field names, e.g. read from JSON or a config file.
+
+        Called on `ProviderOptions` itself, it picks the class by ``data["kind"]``; called on
+        a subclass, ``kind`` may be left out. As with pydantic's ``extra="forbid"``, a key
+        that is no field of the class is refused, not dropped.
+
+        Args:
+            data: Field names and their values (``kind`` included, or not).
+
+        Raises:
+            UserError: For an unknown key (the message lists the fields and suggests the
+                closest one), an unknown or foreign ``kind``, or a value the class refuses.
+        """
+        if not isinstance(data, Mapping):
+            raise UserError(f"{cls.__name__}.from_dict takes a mapping, not {type(data).__name__}.")
+        target = _class_for(cls, data.get("kind", MISSING))
+        known = [f.name for f in fields(target) if f.init and f.name != "kind"]
+        unknown = [key for key in data if key != "kind" and key not in known]
+        if unknown:
+            raise UserError(_unknown_keys(target.__name__, unknown, known))
+        values = {key: value for key, value in data.items() if key != "kind"}
+        try:
+            made = target(**values)
+        except TypeError as exc:  # a required field left out
+            raise UserError(f"{target.__name__}: {exc}") from None
+        return made
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """Let pydantic (`parse_event`) rebuild options from their dict with `from_dict`."""
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> ProviderOptions:
+            if isinstance(value, cls):
+                return value
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{cls.__name__} must be a mapping, not {type(value).__name__}")
+            try:
+                return cls.from_dict(value)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+
+        return core_schema.no_info_plain_validator_function(validate)
 
 
-@dataclass(frozen=True, kw_only=True)
-class OpenAIOptions(_Mergeable):
-    """Options for `OpenAICompatibleClient` and `AzureOpenAIClient` (OpenAI's Chat API).
-
-    Every field that is set goes into the request body under its own name; `extra_body` adds
-    any other field your server accepts (e.g. llama.cpp's ``chat_template_kwargs``).
-    """
-
-    kind: Literal["openai"] = "openai"
-    """Which provider family these options are for."""
-    top_p: float | None = None
-    """Nucleus sampling: only the most likely tokens adding up to this probability (0 to 1)."""
-    seed: int | None = None
-    """Seed for reproducible sampling, where the server supports it."""
-    presence_penalty: float | None = None
-    """Penalty (-2 to 2) for tokens that already appeared at all."""
-    frequency_penalty: float | None = None
-    """Penalty (-2 to 2) for tokens by how often they already appeared."""
-    reasoning_effort: str | None = None
-    """How hard a reasoning model thinks, e.g. ``"low"``, ``"medium"`` or ``"high"``."""
-    response_format: Mapping[str, Any] | None = None
-    """The ``response_format`` object, e.g. ``{"type": "json_object"}`` or a ``json_schema``."""
-    extra_body: Mapping[str, Any] | None = None
-    """Further body fields, sent as given; one glassagent already sets is refused."""
-
-    def __post_init__(self) -> None:
-        owner = "OpenAIOptions"
-        check_number(owner, "top_p", self.top_p, 0.0, 1.0)
-        check_integer(owner, "seed", self.seed, -(2**63))
-        check_number(owner, "presence_penalty", self.presence_penalty, -2.0, 2.0)
-        check_number(owner, "frequency_penalty", self.frequency_penalty, -2.0, 2.0)
-        _check_text(owner, "reasoning_effort", self.reasoning_effort)
-        _check_mapping(owner, "response_format", self.response_format)
-        _check_mapping(owner, "extra_body", self.extra_body)
+def _declared_kind(cls: type[ProviderOptions]) -> Any:
+    field = cls.__dataclass_fields__["kind"]
+    return field.default
 
 
-@dataclass(frozen=True, kw_only=True)
-class OllamaOptions(_Mergeable):
-    """Options for `OllamaClient`: its ``options`` object and top-level ``keep_alive``/``think``."""
-
-    kind: Literal["ollama"] = "ollama"
-    """Which provider family these options are for."""
-    options: Mapping[str, Any] | None = None
-    """Entries for Ollama's ``options`` object (``num_ctx``, ``top_k``, ``top_p``, ``seed``,
-    ``repeat_penalty``, ...), sent as given. The portable settings' own entries
-    (``temperature``, ``num_predict``, ``stop``) are refused when those settings are set."""
-    keep_alive: str | float | None = None
-    """How long the model stays loaded after the call, e.g. ``"10m"``, ``0`` or ``-1``."""
-    think: bool | str | None = None
-    """Ollama's ``think`` as given: ``True``/``False``, or a level such as ``"high"`` for
-    models that take one. Not together with `ModelSettings.thinking_budget`."""
-
-    def __post_init__(self) -> None:
-        _check_mapping("OllamaOptions", "options", self.options)
-        keep_alive = self.keep_alive
-        if keep_alive is not None and (
-            isinstance(keep_alive, bool) or not isinstance(keep_alive, str | int | float)
-        ):
+def _class_for(cls: type[_Options], kind: Any) -> type[_Options]:
+    """The class `from_dict` builds: `cls`, or the one `kind` names when `cls` is the base."""
+    if cls is not ProviderOptions:
+        if kind is not MISSING and kind != _declared_kind(cls):
             raise UserError(
-                "OllamaOptions.keep_alive must be a duration string or seconds, "
-                f"not {keep_alive!r}."
+                f"{cls.__name__} has kind {_declared_kind(cls)!r}, not {kind!r}; "
+                "ProviderOptions.from_dict picks the class by kind."
             )
-        if self.think is not None and not isinstance(self.think, bool):
-            _check_text("OllamaOptions", "think", self.think)
+        return cls
+    known = ", ".join(sorted(ProviderOptions._classes))
+    if kind is MISSING:
+        raise UserError(f"ProviderOptions.from_dict needs a 'kind' (one of: {known}).")
+    found = ProviderOptions._classes.get(kind) if isinstance(kind, str) else None
+    if found is None:
+        raise UserError(
+            f"No provider options have kind {kind!r} (known: {known}); import the module "
+            "that defines them first."
+        )
+    return found  # type: ignore[return-value]
 
 
-@dataclass(frozen=True, kw_only=True)
-class GeminiOptions(_Mergeable):
-    """Options for `GeminiClient`: fields of google-genai's ``GenerateContentConfig``."""
-
-    kind: Literal["gemini"] = "gemini"
-    """Which provider family these options are for."""
-    top_p: float | None = None
-    """Nucleus sampling: only the most likely tokens adding up to this probability (0 to 1)."""
-    top_k: int | None = None
-    """Sample only from this many most likely tokens."""
-    seed: int | None = None
-    """Seed for reproducible sampling."""
-    presence_penalty: float | None = None
-    """Penalty for tokens that already appeared at all."""
-    frequency_penalty: float | None = None
-    """Penalty for tokens by how often they already appeared."""
-    safety_settings: tuple[Mapping[str, Any], ...] | None = None
-    """Safety thresholds, e.g. ``({"category": "HARM_CATEGORY_HARASSMENT",
-    "threshold": "BLOCK_ONLY_HIGH"},)``."""
-    response_mime_type: str | None = None
-    """The answer's media type, e.g. ``application/json``."""
-    response_json_schema: Mapping[str, Any] | None = None
-    """A JSON Schema the answer must follow (with ``response_mime_type="application/json"``)."""
-    thinking_level: str | None = None
-    """Gemini 3's thinking depth, e.g. ``"low"`` or ``"high"``; not together with
-    `ModelSettings.thinking_budget`."""
-    extra_config: Mapping[str, Any] | None = None
-    """Further ``GenerateContentConfig`` fields, sent as given; one glassagent already sets is
-    refused."""
-
-    def __post_init__(self) -> None:
-        owner = "GeminiOptions"
-        check_number(owner, "top_p", self.top_p, 0.0, 1.0)
-        check_integer(owner, "top_k", self.top_k, 1)
-        check_integer(owner, "seed", self.seed, -(2**63))
-        check_number(owner, "presence_penalty", self.presence_penalty, -2.0, 2.0)
-        check_number(owner, "frequency_penalty", self.frequency_penalty, -2.0, 2.0)
-        if self.safety_settings is not None:
-            if isinstance(self.safety_settings, Mapping) or not all(
-                isinstance(s, Mapping) for s in self.safety_settings
-            ):
-                raise UserError("GeminiOptions.safety_settings must be a sequence of mappings.")
-            object.__setattr__(self, "safety_settings", tuple(self.safety_settings))
-        _check_text(owner, "response_mime_type", self.response_mime_type)
-        _check_mapping(owner, "response_json_schema", self.response_json_schema)
-        _check_text(owner, "thinking_level", self.thinking_level)
-        _check_mapping(owner, "extra_config", self.extra_config)
-
-
-ProviderOptions = OpenAIOptions | OllamaOptions | GeminiOptions
-"""Any of the per-provider option classes `ModelSettings.provider_options` takes."""
+def _unknown_keys(owner: str, unknown: list[Any], known: list[str]) -> str:
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), known, n=1)
+        named.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+    noun = "field" if len(unknown) == 1 else "fields"
+    return f"{owner} has no {noun} {', '.join(named)}; its fields are: {', '.join(known)}."
 
 
 def options_for(options: Any, expected: type[_Options], provider: str) -> _Options | None:
@@ -207,25 +284,6 @@ def options_for(options: Any, expected: type[_Options], provider: str) -> _Optio
         f"{provider} cannot honour ModelSettings.provider_options={type(options).__name__}(...): "
         f"that client takes {expected.__name__}."
     )
-
-
-def add_portable(
-    target: dict[str, Any], settings: ModelSettings, *, max_tokens: str | None, stop: str
-) -> None:
-    """Put the portable `ModelSettings` fields that are set into `target`, by the wire's names.
-
-    Args:
-        target: The body, config or options object to fill.
-        settings: The `ModelSettings`.
-        max_tokens: The wire's name for the token limit (`None`: the caller sets it).
-        stop: The wire's name for the stop sequences.
-    """
-    if settings.temperature is not None:
-        target["temperature"] = settings.temperature
-    if max_tokens is not None and settings.max_tokens is not None:
-        target[max_tokens] = settings.max_tokens
-    if settings.stop_sequences:
-        target[stop] = list(settings.stop_sequences)
 
 
 def add_unset(target: dict[str, Any], extra: Mapping[str, Any], where: str, provider: str) -> None:
@@ -243,4 +301,4 @@ def add_unset(target: dict[str, Any], extra: Mapping[str, Any], where: str, prov
         target[key] = value
 
 
-__all__ = ["GeminiOptions", "OllamaOptions", "OpenAIOptions", "ProviderOptions"]
+__all__ = ["ProviderOptions"]

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from glassagent._core.cost import NOT_RECORDED, Cost
 from glassagent._core.messages import Message, StopReason, ToolCall, Usage
-from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
-    from glassagent._record.redact import Redact
+    from glassagent._core.record.redact import Redact
 
 RunStopReason = Literal[
     "end_turn", "max_iterations", "aborted", "error", "budget", "awaiting_approval"
@@ -22,12 +22,6 @@ RunStopReason = Literal[
 when the agent's `Budget` stopped it before a model call; ``awaiting_approval`` when a run
 with ``defer_approval=True`` stopped for calls a person must approve
 (`RunResult.pending_approvals`; continue with `Agent.resume`)."""
-
-BudgetLimit = Literal["max_cost", "max_tokens", "max_model_calls"]
-"""Which limit of a `Budget` stopped a run."""
-
-NOT_RECORDED = Cost(None, reason="no cost was recorded")
-"""The cost of a result or event made without one (by hand, or read from an older dict)."""
 
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's output: the agent's ``output_type`` (``str`` without one)."""
@@ -115,16 +109,16 @@ class RunResult(Generic[OutputT]):
         Raises:
             UserError: When the file cannot be written, or the redact hook fails.
         """
-        from glassagent._record.jsonl import save_events
+        from glassagent._core.record.jsonl import save_events
 
         save_events(path, self.events, redact=self.redact, append=append)
 
     def _repr_html_(self) -> str:
-        from glassagent._record import render
+        from glassagent._core.record import render
 
         return render.html_timeline(render.redacted_dicts(self.events, self.redact))
 
     def _repr_markdown_(self) -> str:
-        from glassagent._record import render
+        from glassagent._core.record import render
 
         return render.markdown_timeline(render.redacted_dicts(self.events, self.redact))

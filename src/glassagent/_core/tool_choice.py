@@ -9,7 +9,7 @@ it with `ConfigurationError` rather than drop it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from glassagent._core.errors import ConfigurationError, UserError
 
@@ -18,15 +18,6 @@ if TYPE_CHECKING:
 
 KEYWORDS = ("auto", "required", "none")
 """The choices that name no tool."""
-
-
-def check_value(value: Any) -> None:
-    """Raise `UserError` unless `value` is `None` or a non-empty string."""
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise UserError(
-            "ModelSettings.tool_choice must be 'auto', 'required', 'none' or a tool's name, "
-            f"not {value!r}."
-        )
 
 
 def check_against(choice: str | None, names: Sequence[str]) -> None:

@@ -19,7 +19,7 @@ from glassagent._core.messages import (
 from glassagent._providers.openai_compat import OpenAICompatibleClient
 
 if TYPE_CHECKING:
-    from glassagent._profiles.model import ModelProfile
+    from glassagent._core.profiles.model import ModelProfile
 
 logger = logging.getLogger("glassagent.local")
 

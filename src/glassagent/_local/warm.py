@@ -53,6 +53,7 @@ from glassagent._local.server import (
     _Plan,
     module_command,
 )
+from glassagent._version import __version__
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -123,8 +124,6 @@ class _Record:
 
 def _settings(plan: _Plan) -> dict[str, Any]:
     """What a server must have been started with to be reused for `plan`."""
-    from glassagent import __version__
-
     info = plan.model_path.stat()
     template = (plan.chat_template or "").encode()
     return {

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
+    from glassagent._core.cost import Cost
     from glassagent._core.events import LLMRequestEvent, LLMResponseEvent
     from glassagent._core.messages import StopReason, Usage
     from glassagent._core.result import RunResult
-    from glassagent._profiles.cost import Cost
 
     Attributes = dict[str, AttributeValue]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
+from glassagent._core.cost import Cost
 from glassagent._core.errors import UserError
 from glassagent._core.events import LLMResponseEvent
 from glassagent._core.messages import StopReason, Usage
 from glassagent._otel.spans import Options, RunSpans
 from glassagent._otel.traced import option_problem, tracer_for
-from glassagent._profiles.cost import Cost
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Generic
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from glassagent import __version__
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
 from glassagent._core.errors import UserError
 from glassagent._core.result import OutputT
 from glassagent._otel.spans import Options, RunSpans
+from glassagent._version import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider

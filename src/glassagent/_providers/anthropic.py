@@ -41,7 +41,9 @@ class AnthropicClient(BaseLLMClient):
 
     Tools, streaming, extended thinking (`ModelSettings.thinking_budget`; the signed thinking
     blocks round-trip in the assistant message's ``provider_metadata``), images and PDFs
-    (by URL or as base64), text files, and prompt-cache token counts.
+    (by URL or as base64), text files, prompt-cache token counts, and `AnthropicOptions`
+    (``top_k``, ``metadata``, prompt-cache breakpoints, further body fields) in
+    `ModelSettings.provider_options`.
 
     Args:
         model: The model name, e.g. ``"claude-sonnet-4-5"``.

@@ -29,11 +29,12 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import add_portable
 from glassagent._core.output import OutputSchema
 from glassagent._providers import shapes
+from glassagent._providers.anthropic_options import AnthropicOptions, add_options
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
+from glassagent._providers.portable import add_portable
 
 PROVIDER = "anthropic"
 API_VERSION = "2023-06-01"
@@ -165,15 +166,10 @@ def check_settings(settings: ModelSettings) -> None:
     """Refuse what the Messages API cannot honour, naming the setting.
 
     Raises:
-        ConfigurationError: For provider options (there are none for Anthropic yet) or an
+        ConfigurationError: For provider options other than `AnthropicOptions` or an
             automatic thinking budget (``-1``; Anthropic takes a number of tokens).
     """
-    if settings.provider_options is not None:
-        kind = type(settings.provider_options).__name__
-        raise ConfigurationError(
-            f"anthropic cannot honour ModelSettings.provider_options={kind}(...): "
-            "AnthropicClient takes no provider options yet."
-        )
+    AnthropicOptions.from_settings(settings, PROVIDER)
     output = settings.output_schema
     if output is not None and settings.thinking_budget:
         raise ConfigurationError(
@@ -219,6 +215,8 @@ def request_body(
 
     Raises:
         AttachmentError: For an attachment Anthropic cannot take.
+        ConfigurationError: For a setting or option Anthropic cannot honour, or an
+            `AnthropicOptions` field or ``extra_body`` key glassagent already sets.
     """
     settings = settings or ModelSettings()
     check_settings(settings)
@@ -242,6 +240,7 @@ def request_body(
     add_portable(body, settings, max_tokens=None, stop="stop_sequences")
     if stream:
         body["stream"] = True
+    add_options(body, AnthropicOptions.from_settings(settings, PROVIDER))
     return body
 
 

@@ -14,7 +14,6 @@ a new one for an unseen id; one with neither continues the latest call. So serve
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,17 +25,13 @@ from glassagent._core.messages import (
     ThinkingDelta,
     ToolCall,
     Usage,
+    new_call_id,
 )
 from glassagent._providers import shapes
 
 GENERATED_ID = "generated_id"
 """`ToolCall.provider_metadata` key set on calls whose id glassagent generated (the provider
 sent none), so a wire module knows not to send that id back as the provider's own."""
-
-
-def new_call_id() -> str:
-    """A fresh tool-call id, for calls the provider sent without one: ``call_`` + 24 hex digits."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def parse_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:

@@ -163,3 +163,28 @@ def resolve(
         organization=organization.strip() if organization else None,
         api_version=api_version.strip() if api_version else None,
     )
+
+
+FAST_POOL_ENV = "GLASSAGENT_FAST_POOL"
+"""Turns the owned pools' cheaper assignment off (``0``) or on (``1``, the default)."""
+_FAST_POOL_OFF = ("0", "false", "no", "off")
+_FAST_POOL_ON = ("", "1", "true", "yes", "on")
+
+
+def fast_pool_from_env() -> bool:
+    """``$GLASSAGENT_FAST_POOL``: whether owned pools assign without a scan (`connection_pool`).
+
+    ``0``, ``false``, ``no`` or ``off`` turn it off; unset, empty, ``1``, ``true``, ``yes``
+    or ``on`` leave it on (any case, spaces around ignored).
+
+    Raises:
+        ConfigurationError: When the variable holds anything else.
+    """
+    text = os.environ.get(FAST_POOL_ENV, "")
+    value = text.strip().lower()
+    if value in _FAST_POOL_OFF or value in _FAST_POOL_ON:
+        return value not in _FAST_POOL_OFF
+    raise ConfigurationError(
+        f"{FAST_POOL_ENV} must be 0 (httpcore's own connection pool) or 1 (glassagent's "
+        f"cheaper one), not {text!r}."
+    )

@@ -30,7 +30,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture
+from glassagent._providers import capture, connection_pool
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import (
@@ -189,6 +189,7 @@ class GeminiClient(BaseLLMClient):
                 ``http_client``.
         """
         self._pool_size = pool_size(max_connections, http_client)
+        self._fast_pool = connection_pool.enabled()  # GLASSAGENT_FAST_POOL=0 turns it off
         config = resolve(self.provider_name, api_key=api_key or None, base_url=base_url)
         key = config.api_key
         if not key:
@@ -235,7 +236,7 @@ class GeminiClient(BaseLLMClient):
         return sdk, gemini_sdk.route(sdk)
 
     def _own_sdk_client(self) -> tuple[httpx.AsyncClient, _Sdk]:
-        http = new_http_client(self._pool_size)
+        http = new_http_client(self._pool_size, fast_pool=self._fast_pool)
         return http, self._sdk_client(http)
 
     async def _genai(self) -> _Sdk:

@@ -9,26 +9,47 @@ takes ``contents`` already in REST form (`gemini_wire.RestContents`, each messag
 once) and a config google-genai converted once (`Route.prepare`), and its two request methods
 mirror google-genai's own for the Gemini API.
 
-They rest on google-genai internals, so a client gets a `Route` only where they are present
-and pass a self-check on a tiny request, and only for the Gemini API (not Vertex AI);
-otherwise, and for a config with per-call HTTP options, `GeminiClient` takes the public
-``generate_content``.
+They rest on google-genai internals, so a client gets a `Route` only for the Gemini API (not
+Vertex AI), and only where the internals are all there and the fast route passed its start-up
+check: the recorded exchanges of `gemini_check`, sent both ways, must send and read exactly as
+google-genai's public route does (checked once per process, on first use; a failure is logged
+once, as a warning). Otherwise, and for a config with per-call HTTP options, `GeminiClient`
+takes the public ``generate_content``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import importlib
 import json
+import logging
+import threading
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, replace
 from typing import Any, cast
 from urllib.parse import urlencode
 
-from google.genai import _common, _extra_utils, models, types
+import google.genai
+from google.genai import models, types
 from pydantic import ValidationError
 
 from glassagent._core.errors import ConfigurationError
+from glassagent._providers import gemini_check
+
+
+def _private_module(name: str) -> Any:
+    """A private module of google-genai, or `None` where it is gone (see `route`)."""
+    try:
+        return importlib.import_module(f"google.genai.{name}")
+    except ImportError:
+        return None
+
+
+_common = _private_module("_common")
+_extra_utils = _private_module("_extra_utils")
+logger = logging.getLogger("glassagent")
 
 CONFIGS_KEPT = 8
 """Converted configs each `Route` keeps (the latest); a run uses one."""
@@ -204,35 +225,115 @@ def _routable(converted: Converted) -> Converted | None:
     return converted
 
 
-_CHECK_BODY = '{"candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"}}]}'
+def _fast_call(
+    sdk: Any, model: str, contents: list[dict[str, Any]], config: dict[str, Any], streamed: bool
+) -> Awaitable[Any]:
+    """Send a request by the fast route, as `GeminiClient` does (for `gemini_check`)."""
+    fast = Route(sdk)
+    converted = fast.prepare(model, config)
+    if converted is None:
+        raise LookupError("the fast route does not take this config")
+    prepared = Prepared(contents, converted)
+    return fast.generate_stream(prepared) if streamed else fast.generate(prepared)
+
+
+def _internals(api_client: Any) -> dict[str, Any]:
+    """The google-genai internals the fast route calls, by name (`None`: missing)."""
+    owners: dict[str, tuple[Any, ...]] = {
+        "models": (
+            models,
+            "_GenerateContentParameters_to_mldev",
+            "_GenerateContentResponse_from_mldev",
+        ),
+        "AsyncModels": (
+            getattr(models, "AsyncModels", None),
+            "_generate_content_with_continuation",
+            "_generate_content_stream_with_continuation",
+        ),
+        "BaseApiClient": (
+            type(api_client),
+            "async_request",
+            "async_request_streamed",
+            "_verify_response",
+        ),
+        "types": (types, "_GenerateContentParameters"),
+        "GenerateContentResponse": (types.GenerateContentResponse, "_from_response"),
+        "_common": (_common, "convert_to_dict", "encode_unserializable_types"),
+        "_extra_utils": (
+            _extra_utils,
+            "should_disable_afc",
+            "find_afc_incompatible_tool_indexes",
+            "should_append_afc_history",
+        ),
+    }
+    return {
+        f"{label}.{name}": getattr(owner, name, None)
+        for label, (owner, *names) in owners.items()
+        for name in names
+    }
+
+
+CHECK_SECONDS = 30.0
+"""How long the start-up check may take (it takes about 0.1 s); then the public route."""
+_verdicts: dict[tuple[Any, ...], bool] = {}
+_verdicts_lock = threading.Lock()
+
+
+def checked(api_client: Any) -> bool:
+    """Whether the fast route sends and reads as the public route (`gemini_check`).
+
+    Checked once per process (per set of google-genai internals), on a thread of its own:
+    the check runs its own event loop, so it can be asked from any loop or none. When an
+    internal is missing or any case differs, this is logged once, as a warning.
+    """
+    internals = _internals(api_client)
+    key = tuple(internals.values())
+    with _verdicts_lock:
+        verdict = _verdicts.get(key)
+        if verdict is None:
+            missing = [name for name, value in internals.items() if value is None]
+            found = [f"it has no {', '.join(missing)}"] if missing else _differences()
+            verdict = _verdicts[key] = not found
+            if found:
+                logger.warning(
+                    "google-genai %s: GeminiClient takes google-genai's public "
+                    "generate_content, not its fast route, which does not match it here: %s",
+                    getattr(google.genai, "__version__", "?"),
+                    "; ".join(found)[:2000],
+                )
+    return verdict
+
+
+def _differences() -> list[str]:
+    """`gemini_check.differences` of the fast route, run on a thread and loop of its own."""
+    outcome: list[Any] = [f"the check took more than {CHECK_SECONDS:g} s"]
+
+    def run() -> None:
+        try:
+            outcome[0] = asyncio.run(gemini_check.differences(_fast_call))
+        except Exception as exc:  # an internal changed its signature, say
+            outcome[0] = f"the check failed: {type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=run, name="glassagent-gemini-check", daemon=True)
+    thread.start()
+    thread.join(CHECK_SECONDS)
+    found = outcome[0]
+    return found if isinstance(found, list) else [str(found)]
 
 
 def route(sdk: Any) -> Route | None:
-    """The fast route of the google-genai client `sdk`, or `None` where it does not apply."""
+    """The fast route of the google-genai client `sdk`, or `None` where it does not apply.
+
+    It applies to the Gemini API (not Vertex AI), and only where the fast route passes its
+    start-up check against google-genai's public route (`checked`).
+    """
     try:
         api_client = sdk._api_client
         if api_client.vertexai:
             return None
-        for name in ("async_request", "async_request_streamed", "_verify_response"):
-            getattr(api_client, name)
-        for name in (
-            "_generate_content_with_continuation",
-            "_generate_content_stream_with_continuation",
-        ):
-            getattr(models.AsyncModels, name)
-        fast = Route(sdk)
-        converted = fast.prepare("check", {"system_instruction": "check"})
-        ok = converted is not None and converted.body.get("systemInstruction") == {
-            "parts": [{"text": "check"}],
-            "role": "user",
-        }
-        read = fast.models._read(_CHECK_BODY, {}, converted) if ok and converted else None
-        if read is None or read.text != "ok":
-            return None
-        fast._converted.clear()
-        return fast
-    except Exception:  # an internal moved or changed: the public route still works
+    except Exception:  # an internal moved: the public route still works
         return None
+    return Route(sdk) if checked(api_client) else None
 
 
 def config_error(exc: ValidationError) -> ConfigurationError:

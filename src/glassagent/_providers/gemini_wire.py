@@ -27,8 +27,10 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import GeminiOptions, add_portable, add_unset, options_for
+from glassagent._core.options import add_unset
 from glassagent._providers.builder import GENERATED_ID, ResponseBuilder
+from glassagent._providers.gemini_options import GeminiOptions
+from glassagent._providers.portable import add_portable
 from glassagent._providers.shapes import check_blocked, parse_error, token_count
 
 PROVIDER = "gemini"
@@ -318,7 +320,7 @@ def to_config(
 
 def _add_options(config: dict[str, Any], settings: ModelSettings) -> None:
     """Put `GeminiOptions` into `config` as given, refusing keys already set."""
-    options = options_for(settings.provider_options, GeminiOptions, PROVIDER)
+    options = GeminiOptions.from_settings(settings, PROVIDER)
     if options is None:
         return
     if options.thinking_level is not None:

@@ -6,6 +6,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from glassagent._core import json_protocol
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import (
@@ -13,6 +14,7 @@ from glassagent._core.errors import (
     ProviderError,
     ResponseParseError,
 )
+from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     LLMResponse,
     Message,
@@ -23,13 +25,12 @@ from glassagent._core.messages import (
     ToolProtocol,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture, json_protocol, shapes
+from glassagent._providers import capture, shapes
 from glassagent._providers import ollama_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OLLAMA_BASE_URL, resolve
 from glassagent._providers.http import mask_key
-from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._providers.transport import HTTPTransport, error_message
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
-from glassagent._core import tool_choice
+from glassagent._core import json_protocol, tool_choice
 from glassagent._core.errors import ProviderError, ResponseParseError, UserError
 from glassagent._core.messages import (
     Attachment,
@@ -21,10 +21,12 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import OllamaOptions, add_portable, add_unset, options_for
-from glassagent._providers import json_protocol, shapes
+from glassagent._core.options import add_unset
+from glassagent._providers import shapes
 from glassagent._providers.builder import ResponseBuilder
+from glassagent._providers.ollama_options import OllamaOptions
 from glassagent._providers.openai_wire import wire_tools
+from glassagent._providers.portable import add_portable
 
 PROVIDER = "ollama"
 STOP_REASONS: dict[str, StopReason] = {"stop": "end_turn", "length": "max_tokens"}
@@ -147,7 +149,7 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings) -> None:
     if settings.thinking_budget is not None:
         # Ollama has no budget: any other than 0 turns thinking on (-1: the model decides).
         body["think"] = settings.thinking_budget != 0
-    extra = options_for(settings.provider_options, OllamaOptions, PROVIDER)
+    extra = OllamaOptions.from_settings(settings, PROVIDER)
     if extra is not None:
         add_unset(options, extra.options or {}, "OllamaOptions.options", PROVIDER)
         if extra.keep_alive is not None:

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
+from glassagent._core import json_protocol
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError
+from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     LLMResponse,
     Message,
@@ -20,14 +22,13 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture, json_protocol, shapes
+from glassagent._providers import capture, shapes
 from glassagent._providers import openai_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import parse_arguments
 from glassagent._providers.call import CallLimits, final_response, retrying
 from glassagent._providers.config import OPENAI_API_BASE, resolve
 from glassagent._providers.http import mask_key
-from glassagent._providers.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._providers.openai_wire import wire_messages, wire_tools
 from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport, StatusHook

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from glassagent._core import tool_choice
+from glassagent._core import json_protocol, tool_choice
 from glassagent._core.errors import ConfigurationError, ProviderError, ToolCallFormatError
 from glassagent._core.messages import (
     Attachment,
@@ -23,11 +23,13 @@ from glassagent._core.messages import (
     ToolDefinition,
     Usage,
 )
-from glassagent._core.options import OpenAIOptions, add_portable, add_unset, options_for
+from glassagent._core.options import add_unset
 from glassagent._core.output import OutputSchema
-from glassagent._providers import json_protocol, shapes
+from glassagent._providers import shapes
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
+from glassagent._providers.openai_options import OpenAIOptions
+from glassagent._providers.portable import add_portable
 from glassagent._providers.transport import StatusHook, error_message
 
 PATH = "/chat/completions"
@@ -314,7 +316,7 @@ def _add_settings(body: dict[str, Any], settings: ModelSettings, provider: str) 
     if settings.output_schema is not None:
         output = {"response_format": response_format(settings.output_schema)}
         add_unset(body, output, "ModelSettings.output_schema", provider)
-    options = options_for(settings.provider_options, OpenAIOptions, provider)
+    options = OpenAIOptions.from_settings(settings, provider)
     if options is None:
         return
     fields = {

@@ -14,24 +14,13 @@ import math
 from typing import Any
 
 from glassagent._core.errors import ContentBlockedError, ResponseParseError
+from glassagent._core.jsontext import loads as loads
+from glassagent._core.jsontext import snippet as snippet
 from glassagent._core.messages import LLMResponse
 from glassagent._providers.http import redact
 
 MAX_TOKEN_COUNT = 2**53
 """Token counts at or above this are not believed (they count as 0)."""
-_SNIPPET = 500
-
-
-def loads(text: str | bytes) -> Any:
-    """`json.loads`, with absurdly deep nesting reported as the `ValueError` it is.
-
-    Raises:
-        ValueError: When `text` is not JSON, or nests too deeply to decode.
-    """
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("the JSON nests too deeply") from None
 
 
 def parse_json(text: str | bytes) -> tuple[bool, Any]:
@@ -56,18 +45,6 @@ def dumps(value: Any) -> str:
         return json.dumps(value)
     except RecursionError:
         raise ValueError("the JSON nests too deeply") from None
-
-
-def snippet(value: Any, limit: int | None = _SNIPPET) -> str:
-    """A decoded value as JSON text, cut to `limit` characters, for messages (never raises).
-
-    A value too deeply nested to encode is shown as its type, e.g. ``<list>``.
-    """
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        text = f"<{type(value).__name__}>"
-    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 def kind(value: Any) -> str:

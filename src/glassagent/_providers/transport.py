@@ -76,8 +76,11 @@ class HTTPTransport:
         start_hint: str,
         status_hook: StatusHook | None = None,
         max_connections: int | None = None,
+        fast_pool: bool | None = None,
     ) -> None:
         size = pool_size(max_connections, http_client)
+        # the owned pools' assignment: the cheaper one unless turned off (here or by env)
+        fast = connection_pool.enabled(fast_pool)
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         # every request asks for an uncompressed answer: the size limit counts it all
@@ -86,7 +89,8 @@ class HTTPTransport:
         # a proxy from the environment never sees what goes to this machine itself
         direct = is_loopback(urlsplit(self.base_url).hostname or "")
         self._pools: PerLoop[httpx.AsyncClient] = PerLoop(
-            partial(new_http_client, size, trust_env=not direct), close_http_client
+            partial(new_http_client, size, trust_env=not direct, fast_pool=fast),
+            close_http_client,
         )
         self._secret = secret
         self._start_hint = start_hint
@@ -284,15 +288,23 @@ def pool_size(max_connections: int | None, http_client: object | None) -> int:
 
 
 def new_http_client(
-    max_connections: int = MAX_CONNECTIONS, *, trust_env: bool = True
+    max_connections: int = MAX_CONNECTIONS,
+    *,
+    trust_env: bool = True,
+    fast_pool: bool | None = None,
 ) -> httpx.AsyncClient:
     """An owned ``httpx.AsyncClient``: connect timeout only, reads bounded per call.
 
     Its pool holds up to `max_connections` connections and keeps them all alive between
     requests, so concurrent agent runs reuse connections instead of opening new ones; it
-    hands them out without rescanning them all (`connection_pool.speed_up`). Without
-    `trust_env` it ignores proxy settings of the environment (``HTTP_PROXY``, ...): for a
-    server on this machine, whose requests carry its key.
+    hands them out without rescanning them all (`connection_pool.speed_up`), unless
+    `fast_pool` is False (`None`: unless ``GLASSAGENT_FAST_POOL=0``). Without `trust_env` it
+    ignores proxy settings of the environment (``HTTP_PROXY``, ...): for a server on this
+    machine, whose requests carry its key.
+
+    Raises:
+        ConfigurationError: When `fast_pool` is `None` and ``$GLASSAGENT_FAST_POOL`` holds
+            neither on nor off.
     """
     import httpx
 
@@ -303,7 +315,7 @@ def new_http_client(
         ),
         trust_env=trust_env,
     )
-    return connection_pool.speed_up(client)
+    return connection_pool.speed_up(client, fast_pool)
 
 
 async def close_http_client(client: httpx.AsyncClient) -> None:

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from glassagent._agent.agent import Agent
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
+from glassagent._core.cost import Cost
 from glassagent._core.errors import ConfigurationError, GlassAgentError, RunAborted, UserError
 from glassagent._core.events import BudgetExceededEvent, to_jsonable
 from glassagent._core.messages import ModelSettings, StopReason, Usage
+from glassagent._core.pricing import client_cost
 from glassagent._core.result import RunResult
 from glassagent._core.tool_choice import check_against
 from glassagent._history.model import Version
 from glassagent._history.protocol import ChatStore
 from glassagent._history.store import HistoryStore
 from glassagent._history.tree import History
-from glassagent._profiles.cost import Cost, client_cost
 from glassagent._server import chats
 from glassagent._server.request import (
     DEFAULT_SERVER_LIMITS,
@@ -28,7 +29,8 @@ from glassagent._server.request import (
     ServerLimits,
     checked_limits,
 )
-from glassagent._tools.tool import Tool, as_tool
+from glassagent._tools.tool import Tool
+from glassagent._tools.wrap import as_tool
 
 if TYPE_CHECKING:
     from glassagent._agent.hook import OnEvent

@@ -14,13 +14,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from glassagent._core.errors import ToolError
 from glassagent._core.messages import ToolCall
 from glassagent._core.result import ToolResult
-from glassagent._tools.context import ToolContext
-from glassagent._tools.tool import InvalidArguments, Tool
+from glassagent._tools.invalid import InvalidArguments
+from glassagent._tools.tool import Tool
 
 
 class ToolInterrupted(Exception):
@@ -182,20 +182,28 @@ def _failure(exc: BaseException, name: str) -> str:
     return f"Error: tool {name!r} raised {type(exc).__name__}: {text}"
 
 
+class CallContext(Protocol):
+    """What running a call needs of its `ToolContext` (which is built above this module)."""
+
+    ui_info: Any
+
+    def _abort(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A call whose tool exists and whose arguments fit it: ready to run."""
 
     tool: Tool
     call: ToolCall
-    ctx: ToolContext[Any] | None
+    ctx: CallContext | None
     args: list[Any]
     kwargs: dict[str, Any]
 
 
 def _result(
     call: ToolCall,
-    ctx: ToolContext[Any] | None,
+    ctx: CallContext | None,
     started: float,
     output: str,
     is_error: bool,
@@ -231,7 +239,7 @@ def _not_json(name: str) -> Any:
 def prepare_call(
     tool: Tool | None,
     call: ToolCall,
-    ctx: ToolContext[Any] | None,
+    ctx: CallContext | None,
     *,
     available: Collection[str],
 ) -> Prepared | ToolResult:

@@ -8,7 +8,8 @@ from typing import Any
 
 from glassagent._core.messages import ToolDefinition
 from glassagent._tools.context_tools import ContextTool
-from glassagent._tools.tool import Tool, definitions_of
+from glassagent._tools.tool import Tool
+from glassagent._tools.wrap import definitions_of
 
 ToolSource = Tool | ContextTool | Callable[..., Any] | ToolDefinition
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from glassagent._core.errors import UserError
-from glassagent._tools.tool import InvalidArguments
+from glassagent._tools.invalid import InvalidArguments
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

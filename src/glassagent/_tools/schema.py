@@ -13,8 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from glassagent._core.errors import UserError
-from glassagent._tools.context import ToolContext
-from glassagent._tools.tool import InvalidArguments
+from glassagent._tools.invalid import InvalidArguments
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
@@ -63,10 +62,15 @@ def _describe(exc: ValidationError) -> str:
 
 
 def is_context(annotation: Any) -> bool:
-    """Whether `annotation` is `ToolContext` (possibly parametrised or ``Annotated``)."""
+    """Whether `annotation` is `ToolContext` (possibly parametrised or ``Annotated``).
+
+    The class is known by its own ``_is_tool_context`` mark (a subclass has none): it is built
+    on the tools described here, so this module cannot import it.
+    """
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
-    return annotation is ToolContext or get_origin(annotation) is ToolContext
+    cls = get_origin(annotation) or annotation
+    return isinstance(cls, type) and vars(cls).get("_is_tool_context") is True
 
 
 def _has_description(annotation: Any) -> bool:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeAlias, overload
 
 from glassagent._core.errors import UserError
 from glassagent._core.messages import ToolCall, ToolDefinition
-
-if TYPE_CHECKING:
-    from glassagent._tools.context_tools import ContextTool
-
 
 ApprovalPolicy: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
 """``policy(call) -> bool`` (or an awaitable of it): does this call need a person's approval?
@@ -33,10 +27,6 @@ When a call of the tool needs approval, the run asks it (on the event loop, so o
 for a person should be async) besides accepting `AgentRun.approve` and `AgentRun.deny`: the
 first answer counts. An approver that raises declines the call, with an error result.
 """
-
-
-class InvalidArguments(Exception):
-    """The model's arguments do not fit the tool's signature (the message is for the model)."""
 
 
 def _check(
@@ -303,34 +293,3 @@ def tool(
         )
 
     return decorate
-
-
-_wrapped: weakref.WeakKeyDictionary[Callable[..., Any], Tool] = weakref.WeakKeyDictionary()
-
-
-def as_tool(obj: Tool | ContextTool | Callable[..., Any]) -> Tool:
-    """Return `obj` as a `Tool`, wrapping a plain function once (the result is cached).
-
-    A `ContextTool` gives its `ContextTool.as_tool`.
-    """
-    if isinstance(obj, Tool):
-        return obj
-    from glassagent._tools.context_tools import ContextTool
-
-    if isinstance(obj, ContextTool):
-        return obj.as_tool()
-    try:
-        return _wrapped[obj]
-    except (KeyError, TypeError):
-        pass
-    wrapped = Tool(obj)
-    with contextlib.suppress(TypeError):  # not weak-referenceable: just do not cache
-        _wrapped[obj] = wrapped
-    return wrapped
-
-
-def definitions_of(
-    tools: Iterable[Tool | ContextTool | Callable[..., Any] | ToolDefinition],
-) -> list[ToolDefinition]:
-    """Return the `ToolDefinition` of each tool, function or definition."""
-    return [t if isinstance(t, ToolDefinition) else as_tool(t).definition for t in tools]

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import UserError
 from glassagent._core.events import BaseEvent, LLMRequestEvent, parse_event, to_jsonable
-from glassagent._record.redact import Redact, redacted
+from glassagent._core.record.redact import Redact, redacted
+from glassagent._version import __version__
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
@@ -45,8 +46,6 @@ def header(
     tools: Sequence[ToolDefinition],
 ) -> dict[str, Any]:
     """The header line of one run's recording."""
-    from glassagent import __version__
-
     return {
         "type": HEADER_TYPE,
         "format": FORMAT,

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 from pydantic import ValidationError
 
 from glassagent._core.errors import ConfigurationError
-from glassagent._profiles.model import (
+from glassagent._core.profiles.model import (
     ModelProfile,
     close_names,
     close_to_missing,
@@ -216,7 +216,7 @@ def _shipped() -> _Layer:
     ``data/`` (a directory holds one file per id); ``data/`` comes last, so its profile is
     the one a lookup without a provider finds.
     """
-    data = resources.files("glassagent._profiles") / "data"
+    data = resources.files("glassagent._core.profiles") / "data"
     layer = _Layer()
     for entry in sorted(data.iterdir(), key=lambda entry: entry.name):
         if entry.is_dir() and not entry.name.startswith((".", "_")):

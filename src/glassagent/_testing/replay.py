@@ -33,10 +33,10 @@ from glassagent._core.messages import (
     ToolProtocol,
 )
 from glassagent._core.output import FINAL_TOOL
+from glassagent._core.record.jsonl import recorded
 from glassagent._core.result import RunResult
-from glassagent._record import compare
-from glassagent._record.jsonl import recorded
-from glassagent._testing import RecordedRequest, _RecordingClient
+from glassagent._testing import compare
+from glassagent._testing.clients import RecordedRequest, _RecordingClient
 
 if TYPE_CHECKING:
     from typing_extensions import Self

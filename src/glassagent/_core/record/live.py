@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import UserError
-from glassagent._record.jsonl import TERMINAL
+from glassagent._core.record.jsonl import TERMINAL
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event

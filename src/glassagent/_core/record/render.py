@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from glassagent._record.redact import Redact, redacted
-from glassagent._record.timeline import (
+from glassagent._core.record.redact import Redact, redacted
+from glassagent._core.record.timeline import (
     ModelStep,
     Timeline,
     ToolStep,

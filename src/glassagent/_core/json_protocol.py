@@ -27,16 +27,16 @@ from typing import Any
 from glassagent._core import tool_choice
 from glassagent._core.errors import ConfigurationError
 from glassagent._core.fence import CODE_FENCE
+from glassagent._core.json_stream import ReplyStream
+from glassagent._core.jsontext import loads, snippet
 from glassagent._core.messages import (
     LLMResponse,
     Message,
     ModelSettings,
     ToolCall,
     ToolDefinition,
+    new_call_id,
 )
-from glassagent._providers import shapes
-from glassagent._providers.builder import new_call_id
-from glassagent._providers.json_stream import ReplyStream
 
 _INSTRUCTIONS = """\
 You can use tools. Reply with exactly one JSON object and nothing else: no prose, no code fence.
@@ -329,7 +329,7 @@ def _tool_call(raw: Any) -> ToolCall:
     args: Any = next((raw[k] for k in ("input", "arguments", "parameters") if k in raw), {})
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
-            args = shapes.loads(args) if args.strip() else {}
+            args = loads(args) if args.strip() else {}
     if not isinstance(args, dict):
         problem = f"'input' must be a JSON object, got {args!r}"
         return ToolCall(new_call_id(), raw["name"], {}, arguments_error=problem)
@@ -349,7 +349,7 @@ def _read_object(obj: dict[str, Any]) -> tuple[str | None, list[ToolCall], str |
         calls.append(_tool_call(obj))  # a bare {"name": ..., "arguments": ...} call
     response = obj.get("response")
     if response is not None and not isinstance(response, str):
-        response = shapes.snippet(response, limit=None)
+        response = snippet(response, limit=None)
     return thought, calls, response
 
 

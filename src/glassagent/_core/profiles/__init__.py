@@ -1,0 +1,1 @@
+"""Model profiles: their files, validated, and where they are found (see `glassagent.profiles`)."""

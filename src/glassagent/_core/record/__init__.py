@@ -1,0 +1,1 @@
+"""Recordings of runs: JSON Lines, the redact hook, timelines (see `glassagent.events`)."""

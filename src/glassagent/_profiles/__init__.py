@@ -1,1 +1,0 @@
-"""Model profiles and cost (documented in `glassagent.profiles`)."""

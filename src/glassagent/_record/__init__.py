@@ -1,1 +1,0 @@
-"""Keeping and showing runs: JSON Lines recordings, replay, redaction and the notebook view."""

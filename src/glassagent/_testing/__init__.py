@@ -1,0 +1,1 @@
+"""Test doubles: scripted, function and replaying clients (see `glassagent.testing`)."""
