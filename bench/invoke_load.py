@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # postgres_support: the tests' throwaway cluster
+sys.path.insert(0, str(ROOT))  # tests.support.postgres: the tests' throwaway cluster
 
 from glassagent.history import History, SQLHistoryStore  # noqa: E402
 from glassagent.server import ANONYMOUS_USER  # noqa: E402
@@ -58,7 +58,7 @@ def database(url: str | None) -> Iterator[tuple[str, int | None]]:
     if url is not None:
         yield url, None
         return
-    from postgres_support import cluster, find_bindir
+    from tests.support.postgres import cluster, find_bindir
 
     bindir = find_bindir()
     if bindir is None:

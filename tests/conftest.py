@@ -40,6 +40,7 @@ settings.load_profile("fast")  # `pytest --hypothesis-profile=ci-deep` loads the
 # 2-CPU machine stays busy (each worker also collects every test, which costs CPU too).
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist, nothing asks
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return (len(usable) if usable else os.cpu_count() or 1) + 1
@@ -110,8 +111,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, _one_ca_bundle: str) 
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[Any]:
-    """A PostgreSQL cluster for the session (a `postgres_support.Cluster`)."""
-    from postgres_support import cluster, find_bindir, missing_postgres
+    """A PostgreSQL cluster for the session (a `tests.support.postgres.Cluster`)."""
+    from tests.support.postgres import cluster, find_bindir, missing_postgres
 
     bindir = find_bindir()
     if bindir is None:
@@ -134,7 +135,7 @@ _STORE_KINDS = ["files", "sqlite", pytest.param("postgresql", marks=pytest.mark.
 @pytest.fixture(params=_STORE_KINDS)
 async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     """Where chats are kept, for each kind of store: stores opened on it are closed after."""
-    from store_support import Place
+    from tests.support.store import Place
 
     async with Place.of(request.param, request, tmp_path) as found:
         yield found
@@ -143,7 +144,7 @@ async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 @pytest.fixture(params=_STORE_KINDS[1:])
 async def sql_place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     """Where chats are kept, for each database."""
-    from store_support import Place
+    from tests.support.store import Place
 
     async with Place.of(request.param, request, tmp_path) as found:
         yield found
@@ -163,7 +164,7 @@ def exporter() -> InMemorySpanExporter:
 @pytest.fixture
 def provider(exporter: InMemorySpanExporter) -> TracerProvider:
     """A tracer provider that hands each ended span to `exporter` at once."""
-    from otel_support import memory_provider
+    from tests.support.otel import memory_provider
 
     return memory_provider(exporter)
 

@@ -40,6 +40,7 @@ from glassagent._core.messages import (
 )
 from glassagent._core.options import ProviderOptions
 from glassagent._core.output import OutputMode, OutputSchema
+from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers.anthropic import AnthropicClient
 from glassagent._providers.anthropic_options import AnthropicOptions
@@ -66,6 +67,7 @@ __all__ = [
     "LlamaClient",
     "Message",
     "MessageStatus",
+    "ModelRequest",
     "ModelSettings",
     "OllamaClient",
     "OllamaOptions",

@@ -12,6 +12,7 @@ your own `MessageAnalyzer`) helps them score it; `ContextResult` lets one sugges
 
 from glassagent._core.analysis import MessageAnalysis
 from glassagent._core.result import ToolResult
+from glassagent._export import to_anthropic_tools, to_gemini_tools, to_openai_tools
 from glassagent._public import publish
 from glassagent._tools.analysis import analyze_message
 from glassagent._tools.context import ToolContext, ToolLoader
@@ -25,7 +26,6 @@ from glassagent._tools.context_tools import (
     TurnInfo,
     context_tool,
 )
-from glassagent._tools.export import to_anthropic_tools, to_gemini_tools, to_openai_tools
 from glassagent._tools.tool import ApprovalAnswer, ApprovalPolicy, Approver, Tool, tool
 
 __all__ = [

@@ -9,9 +9,10 @@ never changed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from glassagent._core import json_protocol
 from glassagent._core.client import BaseLLMClient
@@ -28,13 +29,37 @@ from glassagent._core.messages import (
     ToolDefinition,
     ToolProtocol,
 )
+from glassagent._core.request import ModelRequest
 
 if TYPE_CHECKING:
     from glassagent._core.output import OutputMode
     from glassagent._core.profiles.model import ModelProfile
     from glassagent._core.result import ToolResult
 
-_Request = tuple[Sequence[Message], "str | None", "ModelSettings | None", bool]
+
+def protocol_request(request: ModelRequest) -> ModelRequest:
+    """What the wrapped client is sent for `request`: the JSON tool protocol, no native tools.
+
+    The messages carry the earlier rounds as protocol JSON. With tools, the system prompt
+    lists the tools the request's choice offers and says what the reply must be
+    (`json_protocol.system_prompt`); the choice is honoured there, so the wrapped client gets
+    none. The choice is read from `request`, resolved once when it was built.
+    """
+    system = request.system
+    if request.tools:
+        system = json_protocol.system_prompt(system, request.offered, request.tool_choice)
+    settings = request.settings
+    if settings.tool_choice is not None:
+        settings = replace(settings, tool_choice=None)
+    return replace(
+        request,
+        messages=tuple(json_protocol.encode_history(request.messages)),
+        tools=(),
+        system=system,
+        settings=settings,
+        tool_choice=None,
+        offered=(),
+    )
 
 
 class JsonToolsClient(BaseLLMClient):
@@ -52,28 +77,6 @@ class JsonToolsClient(BaseLLMClient):
         """The wrapped client's profile."""
         return self.inner.profile
 
-    def _request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        system: str | None,
-        settings: ModelSettings | None,
-    ) -> _Request:
-        """What the wrapped client is sent, and whether its reply is a protocol reply.
-
-        The messages (earlier rounds as JSON), system prompt and settings go without native
-        tools. The tool choice is honoured in the prompt (`json_protocol.system_prompt`), so the
-        wrapped client gets none.
-        """
-        encoded = json_protocol.encode_history(messages)
-        offered = json_protocol.protocol_tools(tools, settings)
-        if offered is not None:
-            choice = settings.tool_choice if settings is not None else None
-            system = json_protocol.system_prompt(system, offered, choice)
-        if settings is not None and settings.tool_choice is not None:
-            settings = replace(settings, tool_choice=None)
-        return encoded, system, settings, offered is not None
-
     async def chat(
         self,
         messages: Sequence[Message],
@@ -83,9 +86,7 @@ class JsonToolsClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> LLMResponse:
         """The wrapped client's answer, its protocol reply read into text and tool calls."""
-        encoded, prompt, inner, offered = self._request(messages, tools, system, settings)
-        response = await self.inner.chat(encoded, (), prompt, settings=inner)
-        return json_protocol.read_response(response) if offered else response
+        return await self.send(ModelRequest.build(messages, tools, system, settings))
 
     async def stream(
         self,
@@ -95,13 +96,26 @@ class JsonToolsClient(BaseLLMClient):
         *,
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamPart]:
-        """Stream the wrapped client's answer, its protocol reply read as it comes.
+        """Stream the wrapped client's answer, its protocol reply read as it comes."""
+        request = ModelRequest.build(messages, tools, system, settings)
+        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
+        async with aclosing(parts):
+            async for part in parts:
+                yield part
+
+    async def send(self, request: ModelRequest) -> LLMResponse:
+        """The wrapped client's answer to `protocol_request`, read into text and tool calls."""
+        response = await self.inner.send(protocol_request(request))
+        return json_protocol.read_response(response) if request.tools else response
+
+    async def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Stream the wrapped client's answer to `protocol_request`, read as it comes.
 
         The reply's ``thought`` streams as thinking and its ``response`` as text while they
         are written (`ReplyStream`); a tool call follows once the reply is complete.
         """
-        encoded, prompt, inner, offered = self._request(messages, tools, system, settings)
-        parts = self.inner.stream(encoded, (), prompt, settings=inner)
+        offered = bool(request.tools)
+        parts = self.inner.send_stream(protocol_request(request))
         thinking: list[str] = []
         replies = ReplyStream()
         try:

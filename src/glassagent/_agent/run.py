@@ -46,6 +46,7 @@ from glassagent._core.messages import (
     ToolCall,
     Usage,
 )
+from glassagent._core.request import ModelRequest
 from glassagent._core.result import OutputT, RunResult, RunStopReason
 
 if TYPE_CHECKING:
@@ -478,6 +479,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             settings=settings,
             tool_protocol=protocol,
         )
+        request = ModelRequest.build(messages, self._config.definitions, system, settings)
         started = time.perf_counter()
         self._text.clear()
         self._thinking.clear()
@@ -485,7 +487,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         try:
             response = await read_answer(
                 client,
-                (messages, self._config.definitions, system, settings),
+                request,
                 emit=self._emit,
                 text=self._text,
                 thinking=self._thinking,

@@ -11,7 +11,6 @@ from glassagent._core.errors import GlassAgentError, ProviderError, ResponsePars
 from glassagent._core.events import LLMRetryEvent, TextChunkEvent, ThinkingChunkEvent
 from glassagent._core.messages import (
     LLMResponse,
-    Message,
     ModelSettings,
     RetryNotice,
     TextDelta,
@@ -22,9 +21,7 @@ from glassagent._core.messages import (
 
 if TYPE_CHECKING:
     from glassagent._core.client import BaseLLMClient
-
-Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", ModelSettings]
-"""What a model call sends: messages, tools, system instructions, settings."""
+    from glassagent._core.request import ModelRequest
 
 
 async def tool_protocol(
@@ -56,7 +53,7 @@ async def _closing(stream: AsyncIterator[Any]) -> AsyncGenerator[AsyncIterator[A
 
 async def read_answer(
     client: BaseLLMClient,
-    request: Request,
+    request: ModelRequest,
     *,
     emit: Callable[..., None],
     text: list[str],
@@ -65,6 +62,8 @@ async def read_answer(
 ) -> LLMResponse:
     """Stream the answer to `request`; text and thinking also collect into `text`/`thinking`.
 
+    The request goes to the client whole (`BaseLLMClient.send_stream`): a built-in client
+    reads its resolved tool choice, a client of your own gets its four parts in `stream`.
     Emits ``text_chunk``, ``thinking_chunk`` and ``llm_retry`` events as parts arrive.
 
     Raises:
@@ -72,10 +71,9 @@ async def read_answer(
             untyped; `ResponseParseError` when the stream ends without an `LLMResponse`, or
             when its tool calls are malformed (checked for every client, also custom ones).
     """
-    messages, tools, system, settings = request
     follow_up = iteration > 1
     try:
-        stream = client.stream(messages, tools, system, settings=settings)
+        stream = client.send_stream(request)
         async with _closing(stream) as parts:
             async for part in parts:
                 if isinstance(part, TextDelta):

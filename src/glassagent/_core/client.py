@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from glassagent._core.output import OutputMode
     from glassagent._core.profiles.model import ModelProfile
+    from glassagent._core.request import ModelRequest
     from glassagent._core.result import ToolResult
 
 
@@ -104,6 +105,30 @@ class BaseLLMClient(ABC):
         if response.text:
             yield TextDelta(response.text)
         yield response
+
+    async def send(self, request: ModelRequest) -> LLMResponse:
+        """Send one `ModelRequest` and return the complete answer.
+
+        The agent calls this; the default hands the request to `chat` as its four
+        arguments, so a client that implements only `chat` serves it. The built-in clients
+        read the request's resolved tool choice directly.
+
+        Args:
+            request: The call, built once by `ModelRequest.build`.
+        """
+        return await self.chat(
+            request.messages, request.tools, request.system, settings=request.settings
+        )
+
+    def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Stream the answer to one `ModelRequest`; the default hands it to `stream`.
+
+        Args:
+            request: The call, built once by `ModelRequest.build`.
+        """
+        return self.stream(
+            request.messages, request.tools, request.system, settings=request.settings
+        )
 
     def format_assistant_message(self, response: LLMResponse) -> Message:
         """Turn a model answer into the assistant `Message` kept in the conversation.

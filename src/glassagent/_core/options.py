@@ -27,7 +27,21 @@ if TYPE_CHECKING:
 
 
 def check_number(owner: str, name: str, value: Any, low: float, high: float) -> None:
-    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or in ``[low, high]``."""
+    """Check an options field that is a number from `low` to `high`, or `None`.
+
+    Call it in ``__post_init__``, e.g. ``check_number("AcmeOptions", "top_p", self.top_p, 0, 1)``.
+
+    Args:
+        owner: The options class's name, for the message.
+        name: The field's name, for the message.
+        value: The field's value.
+        low: The smallest value allowed.
+        high: The largest value allowed.
+
+    Raises:
+        UserError: When `value` is not `None` and is not an int or float from `low` to
+            `high` (a bool and NaN are refused).
+    """
     if value is None:
         return
     ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -36,7 +50,18 @@ def check_number(owner: str, name: str, value: Any, low: float, high: float) -> 
 
 
 def check_integer(owner: str, name: str, value: Any, low: int) -> None:
-    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or an int >= `low`."""
+    """Check an options field that is an integer of at least `low`, or `None`.
+
+    Args:
+        owner: The options class's name, for the message.
+        name: The field's name, for the message.
+        value: The field's value.
+        low: The smallest value allowed.
+
+    Raises:
+        UserError: When `value` is not `None` and is not an int of at least `low` (a bool
+            is refused).
+    """
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -44,7 +69,17 @@ def check_integer(owner: str, name: str, value: Any, low: int) -> None:
 
 
 def check_mapping(owner: str, name: str, value: Any) -> None:
-    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or a str-keyed mapping."""
+    """Check an options field that is a mapping with string keys, or `None`.
+
+    Args:
+        owner: The options class's name, for the message.
+        name: The field's name, for the message.
+        value: The field's value, e.g. an ``extra_body``.
+
+    Raises:
+        UserError: When `value` is not `None` and is not a mapping, or has a key that is
+            not a string.
+    """
     if value is not None and not isinstance(value, Mapping):
         raise UserError(f"{owner}.{name} must be a mapping, not {type(value).__name__}.")
     if value is not None and not all(isinstance(k, str) for k in value):
@@ -52,7 +87,16 @@ def check_mapping(owner: str, name: str, value: Any) -> None:
 
 
 def check_text(owner: str, name: str, value: Any) -> None:
-    """Raise `UserError` naming ``owner.name`` unless `value` is `None` or a non-empty string."""
+    """Check an options field that is a non-empty string, or `None`.
+
+    Args:
+        owner: The options class's name, for the message.
+        name: The field's name, for the message.
+        value: The field's value.
+
+    Raises:
+        UserError: When `value` is not `None` and is not a non-empty string.
+    """
     if value is not None and (not isinstance(value, str) or not value):
         raise UserError(f"{owner}.{name} must be a non-empty string, not {value!r}.")
 
@@ -289,8 +333,18 @@ def options_for(options: Any, expected: type[_Options], provider: str) -> _Optio
 def add_unset(target: dict[str, Any], extra: Mapping[str, Any], where: str, provider: str) -> None:
     """Add `extra`'s entries to `target`, refusing any key glassagent already set there.
 
+    A wire calls it last, for the fields a caller passes through (an ``extra_body``), so
+    that they can add to the request body but never silently replace what glassagent wrote.
+
+    Args:
+        target: The request body (or a part of it), changed in place.
+        extra: The entries to add.
+        where: Where they came from, for the message, e.g. ``"AcmeOptions.extra_body"``.
+        provider: The provider name, for the message.
+
     Raises:
-        ConfigurationError: For a key `target` already has, naming `provider`.
+        ConfigurationError: For a key `target` already has, naming `provider`, `where` and
+            the key. The entries before it have been added.
     """
     for key, value in extra.items():
         if key in target:

@@ -5,17 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from glassagent._core.messages import (
-    LLMResponse,
-    Message,
-    ModelSettings,
-    StreamPart,
-    ToolDefinition,
-)
+from glassagent._core.messages import LLMResponse, ModelSettings, StreamPart
+from glassagent._core.request import ModelRequest
 from glassagent._providers.openai_compat import OpenAICompatibleClient
 
 if TYPE_CHECKING:
@@ -141,42 +136,24 @@ class LocalServerClient(OpenAICompatibleClient):
         capabilities = profile.capabilities.model_copy(update={"context_length": size})
         return profile.model_copy(update={"capabilities": capabilities})
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """Send the conversation and return the complete answer, like `OpenAICompatibleClient`.
+    async def send(self, request: ModelRequest) -> LLMResponse:
+        """Send the request and return the complete answer, like `OpenAICompatibleClient`.
+
+        `chat` comes here too. A request without a timeout gets `LOCAL_CALL_SECONDS`.
 
         Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences and timeout.
+            request: The call, built once by `ModelRequest.build`.
         """
         started = time.monotonic()
-        response = await super().chat(messages, tools, system, settings=bounded(settings))
+        response = await super().send(replace(request, settings=bounded(request.settings)))
         self._hint.check(response, time.monotonic() - started)
         return response
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Stream the answer, like `OpenAICompatibleClient.stream`.
+    async def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Stream the answer, like `OpenAICompatibleClient.send_stream`; `stream` comes here too.
 
         Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences and timeout.
+            request: The call, built once by `ModelRequest.build`.
 
         Yields:
             `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
@@ -184,7 +161,7 @@ class LocalServerClient(OpenAICompatibleClient):
         started = time.monotonic()
         parts = cast(
             "AsyncGenerator[StreamPart, None]",
-            super().stream(messages, tools, system, settings=bounded(settings)),
+            super().send_stream(replace(request, settings=bounded(request.settings))),
         )
         async with contextlib.aclosing(parts):  # closing us closes the HTTP response at once
             async for part in parts:

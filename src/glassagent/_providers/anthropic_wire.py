@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from glassagent._core import tool_choice
@@ -19,9 +20,11 @@ from glassagent._core.errors import (
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
+    ResponseParseError,
 )
 from glassagent._core.messages import (
     Attachment,
+    LLMResponse,
     Message,
     ModelSettings,
     StopReason,
@@ -30,13 +33,16 @@ from glassagent._core.messages import (
     Usage,
 )
 from glassagent._core.output import OutputSchema
+from glassagent._core.request import ModelRequest
 from glassagent._providers import shapes
 from glassagent._providers.anthropic_options import AnthropicOptions, add_options
-from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
 from glassagent._providers.portable import add_portable
+from glassagent._providers.wire_client import Wire, WireReader
 
 PROVIDER = "anthropic"
+PATH = "/v1/messages"
+START_HINT = "Check the address (ANTHROPIC_API_BASE) and the network."
 API_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with every request."""
 DEFAULT_MAX_TOKENS = 4096
@@ -202,25 +208,17 @@ def _wire_choice(choice: str, thinking_budget: int | None) -> dict[str, Any]:
     return {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
 
 
-def request_body(
-    model: str,
-    messages: Sequence[Message],
-    tools: Sequence[ToolDefinition],
-    system: str | None,
-    settings: ModelSettings | None,
-    *,
-    stream: bool,
-) -> dict[str, Any]:
-    """The JSON body of one ``POST /v1/messages``.
+def request_body(model: str, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+    """The JSON body of one ``POST /v1/messages`` (the tool choice is ``request.tool_choice``).
 
     Raises:
         AttachmentError: For an attachment Anthropic cannot take.
         ConfigurationError: For a setting or option Anthropic cannot honour, or an
             `AnthropicOptions` field or ``extra_body`` key glassagent already sets.
     """
-    settings = settings or ModelSettings()
+    settings, system, tools = request.settings, request.system, request.tools
     check_settings(settings)
-    wire, extra_system = wire_messages(messages)
+    wire, extra_system = wire_messages(request.messages)
     budget = settings.thinking_budget
     max_tokens = settings.max_tokens
     if max_tokens is None:
@@ -231,8 +229,8 @@ def request_body(
         body["system"] = prompt
     if tools:
         body["tools"] = wire_tools(tools)
-    if (choice := tool_choice.resolve(settings, tools)) is not None:
-        body["tool_choice"] = _wire_choice(choice, budget)
+    if request.tool_choice is not None:
+        body["tool_choice"] = _wire_choice(request.tool_choice, budget)
     if settings.output_schema is not None:
         _force_output_tool(body, settings.output_schema)
     if budget:
@@ -279,25 +277,64 @@ def _usage(counts: dict[str, int]) -> Usage:
     )
 
 
-class Reader:
+class Reader(WireReader):
     """Feeds one Anthropic answer, a complete ``message`` or its stream events, to a builder.
 
     Blocks are tracked by their ``index``; thinking blocks are kept whole (with their
     signatures) for `THINKING_BLOCKS`.
+
+    Args:
+        secret: The API key, kept out of errors.
+        output_tool: The name of the forced tool that carries a structured answer, if any.
     """
 
     def __init__(self, secret: str | None = None, output_tool: str | None = None) -> None:
-        self.builder = ResponseBuilder(PROVIDER)
+        super().__init__(PROVIDER, secret)
         self.output_tool = output_tool
         """The forced tool of a structured answer: its input is read as the answer's text."""
         self.stopped = False
         """Whether ``message_stop`` arrived (a stream without it is incomplete)."""
-        self._secret = secret
         self._blocks: dict[int, dict[str, Any]] = {}
         self._counts: dict[str, int] = {}
 
     def _error(self, detail: str, raw: Any = None) -> Exception:
-        return shapes.parse_error(PROVIDER, detail, raw, secret=self._secret)
+        return shapes.parse_error(PROVIDER, detail, raw, secret=self.secret)
+
+    def read(self, body: Any) -> None:
+        """Read the body of a request without ``stream``: an ``error`` body raises.
+
+        Raises:
+            ProviderError: For an ``error`` body (typed by its error type).
+            ResponseParseError: For a body that is not a message.
+        """
+        if isinstance(body, dict) and body.get("type") == "error":
+            raise stream_error(body, self.secret)
+        self.message(body)
+
+    @property
+    def ended(self) -> bool:
+        """Whether ``message_stop`` arrived; later events are read and dropped."""
+        return self.stopped
+
+    def complete(self) -> bool:
+        """Whether ``message_stop`` arrived: only then is the answer whole."""
+        return self.stopped
+
+    def incomplete(self) -> ResponseParseError:
+        """The error of a stream that ended before ``message_stop``."""
+        detail = "a stream that ended before message_stop"
+        return shapes.parse_error(PROVIDER, detail, secret=self.secret)
+
+    def finish(self, response: LLMResponse) -> LLMResponse:
+        """The answer, a forced output tool's ``tool_use`` stop read as ``end_turn``.
+
+        Raises:
+            ContentBlockedError: For an answer Anthropic withheld whole (a ``refusal`` stop
+                with no text).
+        """
+        if self.output_tool and response.stop_reason == "tool_use" and not response.tool_calls:
+            response = replace(response, stop_reason="end_turn")  # the forced output tool
+        return shapes.check_blocked(response, PROVIDER)
 
     def message(self, body: Any) -> None:
         """Read a complete ``message`` body (the answer of a request without ``stream``)."""
@@ -363,7 +400,7 @@ class Reader:
         kept = self.builder.metadata.setdefault(THINKING_BLOCKS, [])
         kept.append(self._blocks[index])
 
-    def event(self, name: str, data: Any) -> list[StreamPart]:
+    def event(self, name: str | None, data: Any) -> list[StreamPart]:
         """Read one stream event; return the text and thinking it carried.
 
         Raises:
@@ -374,7 +411,7 @@ class Reader:
             raise self._error(f"a stream event that is {shapes.kind(data)}", data)
         kind = data.get("type", name)
         if name == "error" or kind == "error":
-            raise stream_error(data, self._secret)
+            raise stream_error(data, self.secret)
         if kind == "message_start":
             message = shapes.object_field(data, "message", PROVIDER, "message_start")
             self._meta(message)
@@ -437,3 +474,26 @@ def stream_error(data: dict[str, Any], secret: str | None) -> ProviderError:
     if kind == "rate_limit_error":
         return RateLimitError(text, body=body, provider=PROVIDER)
     return ProviderError(text, body=body, provider=PROVIDER)
+
+
+class AnthropicWire(Wire):
+    """Anthropic's Messages API (``POST /v1/messages``), for `AnthropicClient`."""
+
+    provider = PROVIDER
+    path = PATH
+    framing = "sse"
+    stop_reasons = STOP_REASONS
+    start_hint = START_HINT
+
+    def request_body(self, model: str, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The Messages API body of `request`."""
+        return request_body(model, request, stream=stream)
+
+    def reader(self, request: ModelRequest, secret: str | None) -> Reader:
+        """A reader of one answer; a structured answer's forced tool is read as text."""
+        output = request.output_schema
+        return Reader(secret, output.name if output is not None else None)
+
+    def takes_by_url(self, attachment: Attachment) -> bool:
+        """Remote images and PDFs go by URL."""
+        return takes_by_url(attachment)

@@ -28,6 +28,7 @@ from glassagent._providers.config import resolve
 from glassagent._providers.http import error_for_status, masked_cause
 from glassagent._providers.openai_compat import Connection, OpenAICompatibleClient
 from glassagent._providers.transport import HTTPTransport, StatusHook
+from glassagent._providers.wire_client import WireReader
 
 if TYPE_CHECKING:
     import httpx
@@ -100,6 +101,7 @@ class AzureOpenAIClient(OpenAICompatibleClient):
         retry: As for `OpenAICompatibleClient`.
         attachment_policy: As for `OpenAICompatibleClient`.
         record_wire: As for `OpenAICompatibleClient`.
+        fast_pool: As for `OpenAICompatibleClient`.
 
     Raises:
         ConfigurationError: Without an endpoint, without a key or token provider, with both
@@ -123,6 +125,7 @@ class AzureOpenAIClient(OpenAICompatibleClient):
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
+        fast_pool: bool | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"model must be a deployment's name, not {model!r}.")
@@ -169,6 +172,7 @@ class AzureOpenAIClient(OpenAICompatibleClient):
             retry=retry,
             attachment_policy=attachment_policy,
             record_wire=record_wire,
+            fast_pool=fast_pool,
         )
 
     def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
@@ -183,7 +187,7 @@ class AzureOpenAIClient(OpenAICompatibleClient):
         return "native" if not tools or self.tool_protocol == "native" else "tool"
 
     def _finish(
-        self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool
+        self, reader: WireReader, body: dict[str, Any], raw: Any, json_mode: bool
     ) -> LLMResponse:
         """The answer; a withheld one raises `ContentBlockedError` naming what was flagged."""
         try:

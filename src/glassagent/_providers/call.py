@@ -50,12 +50,17 @@ class CallLimits:
     """
 
     provider: str
+    """The provider's name, for errors."""
     deadline: float | None
     """``loop.time()`` at which the whole call (all attempts) must end, or `None`."""
     timeout: float | None
+    """Seconds the whole call may take (`ModelSettings.timeout`), or `None`."""
     stall: float
+    """Seconds without a byte before the call stalls."""
     max_bytes: int
+    """The largest answer body, in bytes."""
     received: int = 0
+    """Bytes of the answer received so far."""
     _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     _waiting: _Waiting | None = field(default=None, repr=False)
 

@@ -188,3 +188,8 @@ def fast_pool_from_env() -> bool:
         f"{FAST_POOL_ENV} must be 0 (httpcore's own connection pool) or 1 (glassagent's "
         f"cheaper one), not {text!r}."
     )
+
+
+def ca_locations() -> tuple[str | None, str | None]:
+    """``SSL_CERT_FILE`` and ``SSL_CERT_DIR``: where a trusting client finds its CA bundle."""
+    return os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
@@ -29,6 +29,7 @@ from glassagent._core.messages import (
     StreamPart,
     ToolDefinition,
 )
+from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import capture, connection_pool
 from glassagent._providers import gemini_wire as wire
@@ -158,6 +159,7 @@ class GeminiClient(BaseLLMClient):
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
+        fast_pool: bool | None = None,
     ) -> None:
         """Create a Gemini client.
 
@@ -182,6 +184,8 @@ class GeminiClient(BaseLLMClient):
                 (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them:
                 the JSON body google-genai sent and the one Gemini sent back (a stream's SSE
                 payloads), the key masked in them (see `WireRecord`).
+            fast_pool: Assign the owned pool's connections the cheaper way (`None`: yes unless
+                ``GLASSAGENT_FAST_POOL=0``); see `HTTPTransport`.
 
         Raises:
             ConfigurationError: When no key is given or set, the extra is not installed, or
@@ -189,7 +193,7 @@ class GeminiClient(BaseLLMClient):
                 ``http_client``.
         """
         self._pool_size = pool_size(max_connections, http_client)
-        self._fast_pool = connection_pool.enabled()  # GLASSAGENT_FAST_POOL=0 turns it off
+        self._fast_pool = connection_pool.enabled(fast_pool)
         config = resolve(self.provider_name, api_key=api_key or None, base_url=base_url)
         key = config.api_key
         if not key:
@@ -264,29 +268,23 @@ class GeminiClient(BaseLLMClient):
         """
         return "tool" if tools else "native"
 
-    async def _request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        system: str | None,
-        settings: ModelSettings | None,
-    ) -> _Call:
+    async def _request(self, request: ModelRequest) -> _Call:
         from glassagent._providers import gemini_sdk
 
-        messages = await self._attachments.prepare(messages)
-        config = wire.to_config(tools, system, wire.system_texts(messages), settings)
+        messages = await self._attachments.prepare(request.messages)
+        config = wire.to_config(request, wire.system_texts(messages))
         sdk, fast = await self._genai()
         converted = None if fast is None else fast.prepare(self.model, config)
         if fast is not None and converted is not None:
             prepared = gemini_sdk.Prepared(self._contents.contents(messages), converted)
             return _Call(partial(fast.generate, prepared), partial(fast.generate_stream, prepared))
-        if settings is not None and settings.provider_options is not None:
+        if request.settings.provider_options is not None:
             gemini_sdk.check_config(config)
-        request = {"model": self.model, "contents": wire.to_contents(messages)[0], "config": config}
+        body = {"model": self.model, "contents": wire.to_contents(messages)[0], "config": config}
         models = sdk.aio.models
         return _Call(
-            partial(models.generate_content, **request),
-            partial(models.generate_content_stream, **request),
+            partial(models.generate_content, **body),
+            partial(models.generate_content_stream, **body),
         )
 
     async def chat(
@@ -298,12 +296,7 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> LLMResponse:
         """Call ``generateContent`` and return the complete answer."""
-        request = await self._request(messages, tools, system, settings)
-
-        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            return self._chat_once(request, limits)
-
-        return await final_response(retrying(self, attempt, settings, streamed=False))
+        return await self.send(ModelRequest.build(messages, tools, system, settings))
 
     async def stream(
         self,
@@ -314,14 +307,40 @@ class GeminiClient(BaseLLMClient):
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamPart]:
         """Call ``streamGenerateContent`` (SSE): deltas as they arrive, then the answer."""
-        request = await self._request(messages, tools, system, settings)
+        request = ModelRequest.build(messages, tools, system, settings)
+        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
+        async with aclosing(parts):
+            async for part in parts:
+                yield part
+
+    async def send(self, request: ModelRequest) -> LLMResponse:
+        """Call ``generateContent`` with one `ModelRequest` and return the complete answer.
+
+        Args:
+            request: The call, built once by `ModelRequest.build`.
+        """
+        call = await self._request(request)
+
+        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
+            return self._chat_once(call, limits)
+
+        return await final_response(retrying(self, attempt, request.settings, streamed=False))
+
+    async def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Call ``streamGenerateContent`` (SSE) with one `ModelRequest`: deltas, then the answer.
+
+        Args:
+            request: The call, built once by `ModelRequest.build`.
+        """
+        call = await self._request(request)
 
         def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
             if not self.streaming:
-                return self._chat_once(request, limits, deltas=True)
-            return self._stream_once(request, limits)
+                return self._chat_once(call, limits, deltas=True)
+            return self._stream_once(call, limits)
 
-        async with aclosing(retrying(self, attempt, settings, streamed=self.streaming)) as parts:
+        parts = retrying(self, attempt, request.settings, streamed=self.streaming)
+        async with aclosing(parts):
             async for part in parts:
                 yield part
 

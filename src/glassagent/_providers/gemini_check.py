@@ -35,6 +35,7 @@ from glassagent._core.messages import (
     ToolDefinition,
 )
 from glassagent._core.output import OutputSchema
+from glassagent._core.request import ModelRequest
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.gemini_options import GeminiOptions
 
@@ -109,8 +110,8 @@ class Case:
 
     def config(self) -> dict[str, Any]:
         """The config a client sends for this case (`gemini_wire.to_config`)."""
-        texts = wire.system_texts(self.messages)
-        return wire.to_config(self.tools, self.system, texts, self.settings)
+        request = ModelRequest.build(self.messages, self.tools, self.system, self.settings)
+        return wire.to_config(request, wire.system_texts(self.messages))
 
     def answers(self, streamed: bool) -> tuple[tuple[dict[str, Any], ...], ...]:
         """Per request, the bodies of its answer (a stream's chunks)."""

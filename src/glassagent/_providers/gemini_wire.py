@@ -13,9 +13,8 @@ import binascii
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from glassagent._core import tool_choice
 from glassagent._core.errors import ContentBlockedError, ProviderError, ResponseParseError
 from glassagent._core.messages import (
     LLMResponse,
@@ -24,7 +23,6 @@ from glassagent._core.messages import (
     StopReason,
     StreamPart,
     ToolCall,
-    ToolDefinition,
     Usage,
 )
 from glassagent._core.options import add_unset
@@ -32,6 +30,9 @@ from glassagent._providers.builder import GENERATED_ID, ResponseBuilder
 from glassagent._providers.gemini_options import GeminiOptions
 from glassagent._providers.portable import add_portable
 from glassagent._providers.shapes import check_blocked, parse_error, token_count
+
+if TYPE_CHECKING:
+    from glassagent._core.request import ModelRequest
 
 PROVIDER = "gemini"
 SIGNATURE = "thought_signature"
@@ -281,40 +282,39 @@ def _calling_config(choice: str) -> dict[str, Any]:
     return {"mode": "ANY", "allowed_function_names": [choice]}
 
 
-def to_config(
-    tools: Sequence[ToolDefinition],
-    system: str | None,
-    extra_system: Sequence[str],
-    settings: ModelSettings | None,
-) -> dict[str, Any]:
-    """The ``GenerateContentConfig`` (as a dict) for tools, system text and settings."""
+def to_config(request: ModelRequest, extra_system: Sequence[str]) -> dict[str, Any]:
+    """The ``GenerateContentConfig`` (as a dict) of `request`, with `extra_system` texts.
+
+    The tool choice is the request's own (``request.tool_choice``), resolved once when the
+    request was built.
+    """
     config: dict[str, Any] = {}
-    instructions = [s for s in (system, *extra_system) if s]
+    instructions = [s for s in (request.system, *extra_system) if s]
     if instructions:
         config["system_instruction"] = "\n\n".join(instructions)
-    if tools:
+    if request.tools:
         declarations = [
             {"name": t.name, "description": t.description, "parameters_json_schema": t.parameters}
-            for t in tools
+            for t in request.tools
         ]
         config["tools"] = [{"function_declarations": declarations}]
         config["automatic_function_calling"] = {"disable": True}
-    if (choice := tool_choice.resolve(settings, tools)) is not None:
-        config["tool_config"] = {"function_calling_config": _calling_config(choice)}
-    if settings is not None:
-        add_portable(config, settings, max_tokens="max_output_tokens", stop="stop_sequences")
-        if settings.thinking_budget is not None:
-            config["thinking_config"] = {
-                "thinking_budget": settings.thinking_budget,
-                "include_thoughts": True,
-            }
-        if settings.output_schema is not None:
-            output = {
-                "response_mime_type": "application/json",
-                "response_json_schema": dict(settings.output_schema.schema),
-            }
-            add_unset(config, output, "ModelSettings.output_schema", PROVIDER)
-        _add_options(config, settings)
+    if request.tool_choice is not None:
+        config["tool_config"] = {"function_calling_config": _calling_config(request.tool_choice)}
+    settings = request.settings
+    add_portable(config, settings, max_tokens="max_output_tokens", stop="stop_sequences")
+    if settings.thinking_budget is not None:
+        config["thinking_config"] = {
+            "thinking_budget": settings.thinking_budget,
+            "include_thoughts": True,
+        }
+    if request.output_schema is not None:
+        output = {
+            "response_mime_type": "application/json",
+            "response_json_schema": dict(request.output_schema.schema),
+        }
+        add_unset(config, output, "ModelSettings.output_schema", PROVIDER)
+    _add_options(config, settings)
     return config
 
 

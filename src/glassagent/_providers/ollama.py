@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core import json_protocol
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
-from glassagent._core.errors import (
-    ConfigurationError,
-    ProviderError,
-    ResponseParseError,
-)
-from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
-from glassagent._core.messages import (
-    LLMResponse,
-    Message,
-    ModelSettings,
-    StreamPart,
-    TextDelta,
-    ToolDefinition,
-    ToolProtocol,
-)
+from glassagent._core.errors import ConfigurationError
+from glassagent._core.messages import ModelSettings, ToolProtocol
+from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture, shapes
-from glassagent._providers import ollama_wire as wire
-from glassagent._providers.attachments import AttachmentGate
-from glassagent._providers.call import CallLimits, final_response, retrying
+from glassagent._providers.call import CallLimits
 from glassagent._providers.config import OLLAMA_BASE_URL, resolve
-from glassagent._providers.http import mask_key
-from glassagent._providers.transport import HTTPTransport, error_message
+from glassagent._providers.ollama_wire import OllamaWire
+from glassagent._providers.wire_client import WireClient
 
 if TYPE_CHECKING:
     import httpx
@@ -42,17 +24,14 @@ DEFAULT_MODEL = "llama3.1:8b"
 """The model `OllamaClient` and `LlamaClient` use when none is given."""
 
 _NO_SETTINGS = ModelSettings()
-_Request = tuple[Sequence[Message], Sequence[ToolDefinition], "str | None", "ModelSettings | None"]
-_CHAT = "/api/chat"
 _SHOW = "/api/show"
-_START_HINT = (
-    "Is Ollama running? Start it with `ollama serve` (install it from https://ollama.com), "
-    "or set OLLAMA_API_BASE to its address."
-)
 
 
-class OllamaClient(BaseLLMClient):
+class OllamaClient(WireClient):
     """A client for an Ollama server (``POST /api/chat``), with raw httpx.
+
+    Streams are NDJSON. With the JSON tool protocol the reply is JSON, so no text deltas are
+    streamed; the thought and the answer follow as one delta each once the reply is complete.
 
     Args:
         model: The Ollama model tag, e.g. ``"llama3.1:8b"`` or ``"qwen2.5:7b"``.
@@ -81,6 +60,8 @@ class OllamaClient(BaseLLMClient):
         record_wire: Attach each call's request and response bodies to its answer
             (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
             bodies only, the key masked in them (see `WireRecord`).
+        fast_pool: Assign the owned pool's connections the cheaper way (`None`: yes unless
+            ``GLASSAGENT_FAST_POOL=0``); see `HTTPTransport`.
 
     Raises:
         ConfigurationError: For an unknown tool protocol, or a ``max_connections`` that is
@@ -88,6 +69,8 @@ class OllamaClient(BaseLLMClient):
     """
 
     provider_name = "ollama"
+    wire: OllamaWire
+    """How this client speaks: Ollama's ``/api/chat`` wire."""
     _environment = "ollama"  # its row in the environment table (`_providers.config`)
 
     def __init__(
@@ -103,60 +86,46 @@ class OllamaClient(BaseLLMClient):
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
+        fast_pool: bool | None = None,
     ) -> None:
         if tool_protocol not in ("auto", "native", "json"):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'auto', 'native' or 'json'."
             )
-        self.model = model
-        self.retry: RetryPolicy | None = retry
-        """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
-        self.record_wire: bool = record_wire
-        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
+        config = resolve(self._environment, api_key=api_key, base_url=base_url)
+        secret = config.api_key or None
+        wire = OllamaWire(
+            model=model, encode_history=tool_protocol == "json", json_grammar=json_grammar
+        )
+        super().__init__(
+            model,
+            wire,
+            base_url=config.base_url or OLLAMA_BASE_URL,
+            headers={"Authorization": f"Bearer {secret}"} if secret else {},
+            secret=secret,
+            http_client=http_client,
+            max_connections=max_connections,
+            retry=retry,
+            attachment_policy=attachment_policy,
+            record_wire=record_wire,
+            fast_pool=fast_pool,
+        )
+        wire.base_url = self.base_url  # as the transport keeps it (no trailing slash)
         self._configured: ToolProtocol = tool_protocol
         self.tool_protocol = self._configured
-        self.json_grammar = json_grammar
-        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
         self._capabilities: dict[str, ToolProtocol] = {}
-        self._attachments = AttachmentGate(attachment_policy, self.provider_name, wire.takes_by_url)
-        config = resolve(self._environment, api_key=api_key, base_url=base_url)
-        self._secret = config.api_key or None
-        self._transport = HTTPTransport(
-            provider=self.provider_name,
-            base_url=config.base_url or OLLAMA_BASE_URL,
-            headers={"Authorization": f"Bearer {self._secret}"} if self._secret else {},
-            http_client=http_client,
-            secret=self._secret,
-            start_hint=_START_HINT,
-            status_hook=self._model_missing,
-            max_connections=max_connections,
-        )
 
     @property
-    def base_url(self) -> str:
-        """The server's address."""
-        return self._transport.base_url
+    def json_grammar(self) -> bool:
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
+        return self.wire.json_grammar
 
-    def get_masked_api_key(self) -> str:
-        """The API key's only printable form (``<none>`` without one, as for a local server)."""
-        return mask_key(self._secret)
+    @json_grammar.setter
+    def json_grammar(self, value: bool) -> None:
+        self.wire.json_grammar = value
 
-    async def aclose(self) -> None:
-        """Close the HTTP client this instance created (a supplied one stays open)."""
-        await self._transport.aclose()
-
-    def _model_missing(self, status: int, body: str) -> ProviderError | None:
-        """Ollama's "model not found" as an error that says how to get the model."""
-        message = error_message(body) or ""
-        if status != 404 or "not found" not in message:
-            return None
-        return ProviderError(
-            f"Ollama at {self.base_url} has no model {self.model!r} ({message}). "
-            f"Download it with `ollama pull {self.model}`, or choose another model.",
-            status=status,
-            body=body[:2000],
-            provider=self.provider_name,
-        )
+    def __repr__(self) -> str:
+        return BaseLLMClient.__repr__(self)
 
     def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
         """``native`` (``format`` set to the schema) unless the run has tools (``tool``).
@@ -194,6 +163,7 @@ class OllamaClient(BaseLLMClient):
         if self._configured != "auto":
             return self._configured
         if self.model not in self._capabilities:
+            self.wire.model = self.model  # the model a "not found" error names
             info = await self._transport.post_json(_SHOW, {"model": self.model}, limits)
             info = info if isinstance(info, dict) else {}
             capabilities = info.get("capabilities")
@@ -207,139 +177,13 @@ class OllamaClient(BaseLLMClient):
         return self.tool_protocol
 
     async def _body(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        system: str | None,
-        settings: ModelSettings | None,
-        stream: bool,
-        limits: CallLimits,
+        self, request: ModelRequest, *, stream: bool, limits: CallLimits
     ) -> tuple[dict[str, Any], bool]:
-        """The request body, and whether the JSON tool protocol is used for it."""
-        messages = await self._attachments.prepare(messages)
-        offered = json_protocol.protocol_tools(tools, settings)
-        json_mode = offered is not None and await self._resolve(limits) == "json"
-        body = wire.request_body(
-            self.model,
-            messages,
-            tools,
-            system,
-            settings,
-            stream=stream,
-            json_mode=json_mode,
-            encode_history=self._configured == "json",
-            json_grammar=self.json_grammar,
-        )
+        """The body, and whether the JSON tool protocol is used for it (asks the server once)."""
+        self.wire.model = self.model  # the model a "not found" error names
+        json_mode = bool(request.tools) and await self._resolve(limits) == "json"
+        body = self.wire.request_body(self.model, request, stream=stream, json_mode=json_mode)
         return body, json_mode
-
-    def _response(
-        self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool
-    ) -> LLMResponse:
-        response = reader.builder.build(
-            stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
-        )
-        if self.record_wire:
-            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
-        return json_protocol.read_response(response) if json_mode else response
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """Send the conversation and return the complete answer (one HTTP request).
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, thinking, limits and retries.
-        """
-
-        async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            body, json_mode = await self._body(messages, tools, system, settings, False, limits)
-            raw = wire.check(await self._transport.post_json(_CHAT, body, limits), "a body")
-            reader = wire.Reader()
-            reader.body(raw)
-            yield self._response(reader, body, raw, json_mode)
-
-        return await final_response(retrying(self, attempt, settings, streamed=False))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Stream the answer (NDJSON): text and thinking deltas, then the `LLMResponse`.
-
-        With the JSON tool protocol the reply is JSON, so no text deltas are streamed; the
-        thought and the answer follow as one delta each once the reply is complete. Closing
-        this generator closes the HTTP response at once.
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, thinking, limits and retries.
-
-        Yields:
-            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
-
-        Raises:
-            ResponseParseError: For a malformed line or a stream that ends before ``done``.
-        """
-        request = (messages, tools, system, settings)
-
-        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            return self._stream_once(request, limits)
-
-        async with aclosing(retrying(self, attempt, settings)) as parts:
-            async for part in parts:
-                yield part
-
-    async def _stream_once(
-        self, request: _Request, limits: CallLimits
-    ) -> AsyncGenerator[StreamPart, None]:
-        """One streamed attempt: read the NDJSON body to its end, yielding parts as they come."""
-        body, json_mode = await self._body(*request, True, limits)
-        reader = wire.Reader()
-        replies = ReplyStream() if json_mode else None
-        chunks: list[Any] = []
-        async with self._transport.stream(_CHAT, body, limits) as response:
-            async for lines in self._transport.line_batches(response, _CHAT):
-                for line in lines:
-                    if reader.done or not line.strip():  # after `done`: read to the end,
-                        continue  # so the connection goes back to the pool
-                    try:
-                        chunk = wire.check(shapes.loads(line), "a stream line")
-                    except ValueError:
-                        raise ResponseParseError(
-                            f"Ollama sent a malformed stream line: {line[:200]!r}",
-                            provider=self.provider_name,
-                        ) from None
-                    chunks.append(chunk)
-                    for delta in reader.line(chunk):
-                        if replies is not None and isinstance(delta, TextDelta):
-                            for part in streamed_deltas(replies, delta.text):
-                                yield part
-                        else:
-                            yield delta
-        if not reader.done:
-            raise ResponseParseError(
-                "Ollama's stream ended before the answer was complete (no 'done' line).",
-                provider=self.provider_name,
-            )
-        final = self._response(reader, body, chunks, json_mode)
-        if json_mode:
-            for delta in final_deltas(final, reader.builder.thinking_text, replies):
-                yield delta
-        yield final
 
 
 class LlamaClient(OllamaClient):
@@ -360,6 +204,7 @@ class LlamaClient(OllamaClient):
         retry: How failed calls are retried, as for `OllamaClient`.
         record_wire: Attach each call's wire bodies to its answer, as for `OllamaClient`.
         json_grammar: Constrain replies to the protocol's JSON Schema, as for `OllamaClient`.
+        fast_pool: The owned pool's connection assignment, as for `OllamaClient`.
     """
 
     provider_name = "ollama"
@@ -377,6 +222,7 @@ class LlamaClient(OllamaClient):
         retry: RetryPolicy | None = None,
         record_wire: bool = False,
         json_grammar: bool = True,
+        fast_pool: bool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -389,4 +235,5 @@ class LlamaClient(OllamaClient):
             attachment_policy=attachment_policy,
             retry=retry,
             record_wire=record_wire,
+            fast_pool=fast_pool,
         )

@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import aclosing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
-from glassagent._core import json_protocol
 from glassagent._core.attachments import AttachmentPolicy
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.errors import ConfigurationError
-from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
-from glassagent._core.messages import (
-    LLMResponse,
-    Message,
-    ModelSettings,
-    StreamPart,
-    TextDelta,
-    ToolDefinition,
-)
+from glassagent._core.messages import ModelSettings
+from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture, shapes
 from glassagent._providers import openai_wire as wire
-from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import parse_arguments
-from glassagent._providers.call import CallLimits, final_response, retrying
+from glassagent._providers.call import CallLimits
 from glassagent._providers.config import OPENAI_API_BASE, resolve
-from glassagent._providers.http import mask_key
-from glassagent._providers.openai_wire import wire_messages, wire_tools
-from glassagent._providers.sse import event_batches
+from glassagent._providers.openai_wire import OpenAIWire, wire_messages, wire_tools
 from glassagent._providers.transport import HTTPTransport, StatusHook
+from glassagent._providers.wire_client import WireClient
 
 if TYPE_CHECKING:
     import httpx
@@ -59,7 +47,7 @@ class Connection:
     transport: Callable[..., HTTPTransport] = field(default=HTTPTransport)
 
 
-class OpenAICompatibleClient(BaseLLMClient):
+class OpenAICompatibleClient(WireClient):
     """A client for any server with OpenAI's ``POST /chat/completions`` wire.
 
     It serves OpenAI itself, llama.cpp's ``llama-server``, vLLM, LM Studio and other
@@ -98,6 +86,8 @@ class OpenAICompatibleClient(BaseLLMClient):
         record_wire: Attach each call's request and response bodies to its answer
             (`LLMResponse.wire`), so ``llm_response`` events and recordings carry them;
             bodies only, the key masked in them (see `WireRecord`).
+        fast_pool: Assign the owned pool's connections the cheaper way (`None`: yes unless
+            ``GLASSAGENT_FAST_POOL=0``); see `HTTPTransport`.
 
     Raises:
         ConfigurationError: When OpenAI's own URL is used without an API key, for an
@@ -123,6 +113,7 @@ class OpenAICompatibleClient(BaseLLMClient):
         retry: RetryPolicy | None = None,
         attachment_policy: AttachmentPolicy | None = None,
         record_wire: bool = False,
+        fast_pool: bool | None = None,
     ) -> None:
         config = resolve(
             "openai",
@@ -154,6 +145,7 @@ class OpenAICompatibleClient(BaseLLMClient):
             retry=retry,
             attachment_policy=attachment_policy,
             record_wire=record_wire,
+            fast_pool=fast_pool,
         )
 
     def _setup(
@@ -168,77 +160,50 @@ class OpenAICompatibleClient(BaseLLMClient):
         retry: RetryPolicy | None,
         attachment_policy: AttachmentPolicy | None,
         record_wire: bool,
+        fast_pool: bool | None = None,
     ) -> None:
         """Set the client up for `connection` (a subclass's ``__init__`` makes its own)."""
         if tool_protocol not in ("native", "json"):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
             )
-        provider, key = connection.provider, connection.secret or None
-        self.model = model
-        self.provider_name = provider
         self.tool_protocol = tool_protocol
         self.json_grammar = json_grammar
         """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
-        self.retry: RetryPolicy | None = retry
-        """How failed calls are retried, unless `ModelSettings.retry` says otherwise."""
-        self.record_wire: bool = record_wire
-        """Whether answers carry their wire bodies (`LLMResponse.wire`)."""
-        self._secret = key
         self._path = connection.path
-        self._attachments = AttachmentGate(attachment_policy, provider, wire.takes_by_url)
-        self._transport = connection.transport(
-            provider=provider,
+        wire = OpenAIWire(
+            connection.provider,
+            connection.path,
+            json_tools=tool_protocol == "json",
+            json_grammar=json_grammar,
+            named_choice=self._named_tool_choice,
+            start_hint=connection.start_hint,
+            status_hook=connection.status_hook,
+        )
+        super().__init__(
+            model,
+            wire,
             base_url=connection.base_url,
             headers=connection.headers,
+            secret=connection.secret,
             http_client=http_client,
-            secret=key,
-            start_hint=connection.start_hint,
-            status_hook=connection.status_hook or wire.status_hook(provider, key),
             max_connections=max_connections,
+            retry=retry,
+            attachment_policy=attachment_policy,
+            record_wire=record_wire,
+            fast_pool=fast_pool,
+            transport=connection.transport,
         )
 
-    def get_masked_api_key(self) -> str:
-        """The API key's only printable form, e.g. ``sk-p...x9Qk`` (``<none>`` without one)."""
-        return mask_key(self._secret)
+    def __repr__(self) -> str:
+        return BaseLLMClient.__repr__(self)
 
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to."""
-        return self._transport.base_url
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this instance created (a supplied one stays open)."""
-        await self._transport.aclose()
-
-    def _body(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        system: str | None,
-        settings: ModelSettings | None,
-        stream: bool,
-    ) -> dict[str, Any]:
-        json_tools = self.tool_protocol == "json"
-        return wire.request_body(
-            self.model,
-            self.provider_name,
-            messages,
-            tools,
-            system,
-            settings,
-            json_tools=json_tools,
-            stream=stream,
-            json_grammar=self.json_grammar,
-            named_choice=self._named_tool_choice,
-        )
-
-    def _json_mode(self, tools: Sequence[ToolDefinition], settings: ModelSettings | None) -> bool:
-        """Whether the reply is read by the JSON tool protocol (it offers tools)."""
-        return (
-            self.tool_protocol == "json"
-            and json_protocol.protocol_tools(tools, settings) is not None
-        )
+    async def _body(
+        self, request: ModelRequest, *, stream: bool, limits: CallLimits
+    ) -> tuple[dict[str, Any], bool]:
+        """The body, and whether the reply is read by the JSON tool protocol (it has tools)."""
+        body = self.wire.request_body(self.model, request, stream=stream)
+        return body, self.tool_protocol == "json" and bool(request.tools)
 
     def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
         """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.
@@ -257,115 +222,3 @@ class OpenAICompatibleClient(BaseLLMClient):
             if self.provider_name == "openai" and self.tool_protocol == "native"
             else "tool"
         )
-
-    def _finish(
-        self, reader: wire.Reader, body: dict[str, Any], raw: Any, json_mode: bool
-    ) -> LLMResponse:
-        response = reader.builder.build(
-            stop_reasons=wire.STOP_REASONS, model=self.model, raw_response=raw, raw_request=body
-        )
-        response = shapes.check_blocked(response, self.provider_name)
-        if self.record_wire:
-            response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
-        return json_protocol.read_response(response) if json_mode else response
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """Send the conversation and return the complete answer (one HTTP request).
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
-        """
-        messages = await self._attachments.prepare(messages)
-        json_mode = self._json_mode(tools, settings)
-        body = self._body(messages, tools, system, settings, stream=False)
-
-        async def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            raw = await self._transport.post_json(self._path, body, limits)
-            reader = wire.Reader(self.provider_name, self._secret)
-            reader.body(raw)
-            yield self._finish(reader, body, raw, json_mode)
-
-        return await final_response(retrying(self, attempt, settings, streamed=False))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Stream the answer over SSE: text and thinking deltas, then the `LLMResponse`.
-
-        With the JSON tool protocol the reply is JSON: its ``thought`` streams as thinking
-        and its ``response`` as text while they are written (`ReplyStream`), a tool call
-        once the reply is complete. Closing this generator closes the HTTP response at once.
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
-
-        Yields:
-            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
-
-        Raises:
-            ResponseParseError: For a malformed chunk or a stream that ends before the answer.
-        """
-        messages = await self._attachments.prepare(messages)
-        json_mode = self._json_mode(tools, settings)
-        body = self._body(messages, tools, system, settings, stream=True)
-
-        def attempt(limits: CallLimits) -> AsyncGenerator[StreamPart, None]:
-            return self._stream_once(body, json_mode, limits)
-
-        async with aclosing(retrying(self, attempt, settings)) as parts:
-            async for part in parts:
-                yield part
-
-    async def _stream_once(
-        self, body: dict[str, Any], json_mode: bool, limits: CallLimits
-    ) -> AsyncGenerator[StreamPart, None]:
-        """One streamed attempt: read the SSE body to its end, yielding parts as they come."""
-        reader = wire.Reader(self.provider_name, self._secret)
-        replies = ReplyStream() if json_mode else None
-        chunks: list[Any] = []
-        done = False
-        async with self._transport.stream(self._path, body, limits) as response:
-            lines = self._transport.line_batches(response, self._path)
-            async for events in event_batches(lines):
-                for event, data in events:
-                    if done:  # read to the end, so the connection goes back to the pool
-                        continue
-                    if data.strip() == "[DONE]":
-                        done = True
-                        continue
-                    chunk = wire.decode_chunk(data, self.provider_name, self._secret)
-                    chunks.append(chunk)
-                    if event == "error" or "error" in chunk:
-                        raise wire.stream_error(chunk, self.provider_name, self._secret)
-                    for part in reader.chunk(chunk):
-                        if replies is not None and isinstance(part, TextDelta):
-                            for delta in streamed_deltas(replies, part.text):
-                                yield delta
-                        else:
-                            yield part
-        if not done and not reader.builder.finished:
-            detail = "a stream that ended before the answer was complete"
-            raise shapes.parse_error(self.provider_name, detail, secret=self._secret)
-        final = self._finish(reader, body, chunks, json_mode)
-        if json_mode:
-            for part in final_deltas(final, reader.builder.thinking_text, replies):
-                yield part
-        yield final

@@ -15,6 +15,7 @@ from glassagent._core import json_protocol, tool_choice
 from glassagent._core.errors import ConfigurationError, ProviderError, ToolCallFormatError
 from glassagent._core.messages import (
     Attachment,
+    LLMResponse,
     Message,
     ModelSettings,
     StopReason,
@@ -25,12 +26,13 @@ from glassagent._core.messages import (
 )
 from glassagent._core.options import add_unset
 from glassagent._core.output import OutputSchema
+from glassagent._core.request import ModelRequest
 from glassagent._providers import shapes
-from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.http import redact
 from glassagent._providers.openai_options import OpenAIOptions
 from glassagent._providers.portable import add_portable
 from glassagent._providers.transport import StatusHook, error_message
+from glassagent._providers.wire_client import Wire, WireReader
 
 PATH = "/chat/completions"
 STOP_REASONS: dict[str, StopReason] = {
@@ -145,7 +147,7 @@ def _timings(raw: Any) -> dict[str, float]:
     return {k: v for k, v in durations.items() if v is not None}
 
 
-class Reader:
+class Reader(WireReader):
     """Reads a complete body or stream chunks into a `ResponseBuilder`.
 
     Every value is checked where it enters: a wrong type raises `ResponseParseError`.
@@ -155,10 +157,23 @@ class Reader:
         secret: The API key, kept out of errors.
     """
 
-    def __init__(self, provider: str, secret: str | None = None) -> None:
-        self.provider = provider
-        self.secret = secret
-        self.builder = ResponseBuilder(provider)
+    def read(self, body: Any) -> None:
+        """Read a complete body (the answer of a request without ``stream``)."""
+        self.body(body)
+
+    def decode(self, data: str) -> Any:
+        """One SSE ``data`` field as a JSON object."""
+        return decode_chunk(data, self.provider, self.secret)
+
+    def event(self, name: str | None, data: Any) -> list[StreamPart]:
+        """Read one stream event: an error event raises, any other is a chunk."""
+        if name == "error" or "error" in data:
+            raise stream_error(data, self.provider, self.secret)
+        return self.chunk(data)
+
+    def finish(self, response: LLMResponse) -> LLMResponse:
+        """The answer; one the server withheld raises `ContentBlockedError`."""
+        return shapes.check_blocked(response, self.provider)
 
     def body(self, raw: Any) -> None:
         """Read a complete body (the answer of a request without ``stream``)."""
@@ -236,10 +251,7 @@ class Reader:
 def request_body(
     model: str,
     provider: str,
-    messages: Sequence[Message],
-    tools: Sequence[ToolDefinition],
-    system: str | None,
-    settings: ModelSettings | None,
+    request: ModelRequest,
     *,
     json_tools: bool,
     stream: bool,
@@ -254,18 +266,17 @@ def request_body(
     (``response_format`` of type ``json_schema``), else to any JSON object.
     """
     body: dict[str, Any] = {"model": model}
+    system, choice = request.system, request.tool_choice
     if json_tools:
-        offered = json_protocol.protocol_tools(tools, settings)
-        if offered is not None:
-            choice = settings.tool_choice if settings is not None else None
-            system = json_protocol.system_prompt(system, offered, choice)
-            body["response_format"] = _reply_format(offered, choice, json_grammar)
-        body["messages"] = wire_messages(json_protocol.encode_history(messages), system)
+        if request.tools:
+            system = json_protocol.system_prompt(system, request.offered, choice)
+            body["response_format"] = _reply_format(request.offered, choice, json_grammar)
+        body["messages"] = wire_messages(json_protocol.encode_history(request.messages), system)
     else:
-        body["messages"] = wire_messages(messages, system)
-        choice = tool_choice.resolve(settings, tools)
+        body["messages"] = wire_messages(request.messages, system)
+        tools: Sequence[ToolDefinition] = request.tools
         if choice is not None and choice not in tool_choice.KEYWORDS and not named_choice:
-            tools, choice = tool_choice.offered(choice, tools), "required"
+            tools, choice = request.offered, "required"
         if tools:
             body["tools"] = wire_tools(tools)
         if choice is not None:
@@ -273,8 +284,7 @@ def request_body(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    if settings is not None:
-        _add_settings(body, settings, provider)
+    _add_settings(body, request.settings, provider)
     return body
 
 
@@ -387,3 +397,67 @@ def stream_error(chunk: dict[str, Any], provider: str, secret: str | None) -> Pr
         body=redact(shapes.snippet(chunk), secret),
         provider=provider,
     )
+
+
+class OpenAIWire(Wire):
+    """The chat-completions wire, for `OpenAICompatibleClient` and its subclasses.
+
+    Args:
+        provider: The provider's name (``openai``, ``openai_compatible``, ...).
+        path: The path of requests, with any query.
+        json_tools: Offer tools by the JSON tool protocol instead of the ``tools`` field.
+        json_grammar: Constrain JSON-protocol replies to the protocol's JSON Schema.
+        named_choice: Whether the server takes a tool choice naming one tool.
+        start_hint: Added to the error of a connection that could not be made.
+        status_hook: Maps error statuses to typed errors; by default llama.cpp's parse
+            failure.
+    """
+
+    framing = "sse"
+    end_marker = "[DONE]"
+    stop_reasons = STOP_REASONS
+
+    def __init__(
+        self,
+        provider: str,
+        path: str = PATH,
+        *,
+        json_tools: bool = False,
+        json_grammar: bool = False,
+        named_choice: bool = True,
+        start_hint: str = START_HINT,
+        status_hook: StatusHook | None = None,
+    ) -> None:
+        self.provider = provider
+        self.path = path
+        self.json_tools = json_tools
+        self.json_grammar = json_grammar
+        self.named_choice = named_choice
+        self.start_hint = start_hint
+        self.status_hook = status_hook
+
+    def request_body(self, model: str, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The chat-completions body of `request`."""
+        return request_body(
+            model,
+            self.provider,
+            request,
+            json_tools=self.json_tools,
+            stream=stream,
+            named_choice=self.named_choice,
+            json_grammar=self.json_grammar,
+        )
+
+    def reader(self, request: ModelRequest, secret: str | None) -> Reader:
+        """A reader of one chat-completions answer."""
+        return Reader(self.provider, secret)
+
+    def status_error(self, status: int, body: str, secret: str | None) -> ProviderError | None:
+        """The hook's error, else llama.cpp's parse failure as `ToolCallFormatError`."""
+        if self.status_hook is not None:
+            return self.status_hook(status, body)
+        return status_hook(self.provider, secret)(status, body)
+
+    def takes_by_url(self, attachment: Attachment) -> bool:
+        """Remote images go by URL."""
+        return takes_by_url(attachment)

@@ -75,22 +75,48 @@ def parse_error(
     )
 
 
-def text_field(obj: dict[str, Any], key: str, provider: str, where: str) -> str:
-    """``obj[key]`` as text: a string, or ``""`` when absent or null.
+def text_field(
+    obj: dict[str, Any], key: str, provider: str, where: str, *, secret: str | None = None
+) -> str:
+    """Read ``obj[key]`` as text: a string, or ``""`` when it is absent or null.
+
+    Args:
+        obj: The decoded object that holds the field.
+        key: The field's name.
+        provider: The provider name, for the error.
+        where: What `obj` is, for the error, e.g. ``"a stream event"``.
+        secret: An API key to mask, should the object echo it.
+
+    Returns:
+        The string, or ``""``.
 
     Raises:
-        ResponseParseError: When the value is anything else.
+        ResponseParseError: When the value is anything else, e.g. ``a stream event whose
+            'delta' is a number, not a string``.
     """
     value = obj.get(key)
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    raise parse_error(provider, f"{where} whose {key!r} is {kind(value)}, not a string", obj)
+    detail = f"{where} whose {key!r} is {kind(value)}, not a string"
+    raise parse_error(provider, detail, obj, secret=secret)
 
 
-def object_field(obj: dict[str, Any], key: str, provider: str, where: str) -> dict[str, Any]:
-    """``obj[key]`` as an object: the dict, or ``{}`` when absent or null.
+def object_field(
+    obj: dict[str, Any], key: str, provider: str, where: str, *, secret: str | None = None
+) -> dict[str, Any]:
+    """Read ``obj[key]`` as an object: the dict, or ``{}`` when it is absent or null.
+
+    Args:
+        obj: The decoded object that holds the field.
+        key: The field's name.
+        provider: The provider name, for the error.
+        where: What `obj` is, for the error, e.g. ``"a choice"``.
+        secret: An API key to mask, should the object echo it.
+
+    Returns:
+        The dict itself (not a copy), or a new empty one.
 
     Raises:
         ResponseParseError: When the value is anything else.
@@ -100,24 +126,39 @@ def object_field(obj: dict[str, Any], key: str, provider: str, where: str) -> di
         return {}
     if isinstance(value, dict):
         return value
-    raise parse_error(provider, f"{where} whose {key!r} is {kind(value)}, not an object", obj)
+    detail = f"{where} whose {key!r} is {kind(value)}, not an object"
+    raise parse_error(provider, detail, obj, secret=secret)
 
 
-def object_list(obj: dict[str, Any], key: str, provider: str, where: str) -> list[dict[str, Any]]:
-    """``obj[key]`` as a list of objects: ``[]`` when absent or null.
+def object_list(
+    obj: dict[str, Any], key: str, provider: str, where: str, *, secret: str | None = None
+) -> list[dict[str, Any]]:
+    """Read ``obj[key]`` as a list of objects: the list, or ``[]`` when it is absent or null.
+
+    Args:
+        obj: The decoded object that holds the field.
+        key: The field's name.
+        provider: The provider name, for the error.
+        where: What `obj` is, for the error, e.g. ``"a response"``.
+        secret: An API key to mask, should the object echo it.
+
+    Returns:
+        The list itself (not a copy), or a new empty one.
 
     Raises:
-        ResponseParseError: When the value is not an array, or holds something not an object.
+        ResponseParseError: When the value is not an array, or holds something that is not
+            an object.
     """
     value = obj.get(key)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise parse_error(provider, f"{where} whose {key!r} is {kind(value)}, not an array", obj)
+        detail = f"{where} whose {key!r} is {kind(value)}, not an array"
+        raise parse_error(provider, detail, obj, secret=secret)
     for item in value:
         if not isinstance(item, dict):
             detail = f"{where} whose {key!r} holds {kind(item)}, not an object"
-            raise parse_error(provider, detail, obj)
+            raise parse_error(provider, detail, obj, secret=secret)
     return value
 
 
@@ -157,12 +198,29 @@ def check_blocked(response: LLMResponse, provider: str, label: str | None = None
 
 
 def optional_text(value: Any) -> str | None:
-    """`value` if it is a non-empty string, else `None` (for bookkeeping fields)."""
+    """Read a bookkeeping field that is text, such as a model name or a response id.
+
+    A malformed value is dropped rather than raised: an answer is never lost over it.
+
+    Args:
+        value: The decoded value, e.g. ``body.get("model")``.
+
+    Returns:
+        `value` if it is a non-empty string, else `None`.
+    """
     return value if isinstance(value, str) and value else None
 
 
 def token_count(value: Any) -> int:
-    """A token count from the wire: a whole number from 0 to `MAX_TOKEN_COUNT`, else 0."""
+    """Read a token count, for `Usage`; a malformed one counts as 0 instead of raising.
+
+    Args:
+        value: The decoded value, e.g. ``usage.get("input_tokens")``.
+
+    Returns:
+        `value` as an int if it is a whole number (``12`` or ``12.0``, not ``True``) from 0
+        to below ``2**53`` (`MAX_TOKEN_COUNT`), else 0.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     if isinstance(value, float) and not value.is_integer():

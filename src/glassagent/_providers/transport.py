@@ -22,6 +22,7 @@ from glassagent._core.errors import (
 )
 from glassagent._providers import connection_pool, shapes
 from glassagent._providers.call import IDENTITY, CallLimits
+from glassagent._providers.config import ca_locations
 from glassagent._providers.http import (
     error_for_status,
     is_loopback,
@@ -33,6 +34,8 @@ from glassagent._providers.pools import PerLoop
 from glassagent._providers.sse import LineSplitter
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -314,8 +317,29 @@ def new_http_client(
             max_connections=max_connections, max_keepalive_connections=max_connections
         ),
         trust_env=trust_env,
+        verify=_ssl_context(*(ca_locations() if trust_env else (None, None))),
     )
     return connection_pool.speed_up(client, fast_pool)
+
+
+@cache
+def _ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """One verifying TLS context per CA location, shared by the owned clients.
+
+    httpx loads the CA bundle afresh for each client (tens of milliseconds); a context is
+    safe to share, and this one is made as httpx makes it: from ``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` when the client trusts the environment and they are set, else from
+    certifi's bundle.
+    """
+    import ssl
+
+    import httpx
+
+    if cert_file:
+        return ssl.create_default_context(cafile=cert_file)
+    if cert_dir:
+        return ssl.create_default_context(capath=cert_dir)
+    return httpx.create_ssl_context(trust_env=False)
 
 
 async def close_http_client(client: httpx.AsyncClient) -> None:
