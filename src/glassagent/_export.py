@@ -7,7 +7,6 @@ from copy import deepcopy
 from typing import Any
 
 from glassagent._core.messages import ToolDefinition
-from glassagent._providers import anthropic_wire, openai_wire
 from glassagent._tools.context_tools import ContextTool
 from glassagent._tools.tool import Tool
 from glassagent._tools.wrap import definitions_of
@@ -23,6 +22,8 @@ def to_openai_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     Args:
         tools: Tools, context tools, plain functions or `ToolDefinition`s.
     """
+    from glassagent._providers import openai_wire  # the provider stack, on first use only
+
     return deepcopy(openai_wire.wire_tools(definitions_of(tools)))
 
 
@@ -34,6 +35,8 @@ def to_anthropic_tools(tools: Iterable[ToolSource]) -> list[dict[str, Any]]:
     Args:
         tools: Tools, context tools, plain functions or `ToolDefinition`s.
     """
+    from glassagent._providers import anthropic_wire  # the provider stack, on first use only
+
     return deepcopy(anthropic_wire.wire_tools(definitions_of(tools)))
 
 

@@ -15,6 +15,7 @@ from glassagent import Agent, ModelSettings, tool
 from glassagent._core import tool_choice
 from glassagent._local.client import LOCAL_CALL_SECONDS, SlowCallHint, local_client
 from glassagent._providers.wire_client import WireClient
+from glassagent.errors import ConfigurationError
 from glassagent.events import LLMRequestEvent
 from glassagent.llm import (
     BaseLLMClient,
@@ -399,3 +400,43 @@ async def test_the_local_server_client_bounds_the_agents_requests(
     assert (await Agent(client).run("hi", settings=ModelSettings(timeout=5))).text == "ok"
     assert timeouts == [LOCAL_CALL_SECONDS, 5]
     await client.aclose()
+
+
+class Logging(OpenAICompatibleClient):
+    """A user's subclass of a built-in client, written before `send_stream` existed."""
+
+    def __init__(self) -> None:
+        super().__init__("m", base_url=BASE, retry=NO_RETRY)
+        self.streamed = 0
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[StreamPart]:
+        self.streamed += 1
+        async for part in super().stream(*args, **kwargs):
+            yield part
+
+
+@respx.mock
+async def test_a_subclass_that_overrides_stream_is_still_called_by_the_agent() -> None:
+    respx.post(URL).mock(side_effect=call_then_answer())
+    client = Logging()
+    result = await Agent(client, [add], settings=required()).run("1 + 1?")
+    assert result.text == "It is 2."
+    assert client.streamed == 2  # both model calls went through the override
+
+
+@respx.mock
+async def test_the_tool_protocol_and_grammar_set_after_construction_shape_the_next_body() -> None:
+    reply = {"choices": [{"message": {"content": '{"response": "hi"}'}, "finish_reason": "stop"}]}
+    route = respx.post(URL).mock(side_effect=[httpx.Response(200, json=reply)] * 2)
+    client = OpenAICompatibleClient("m", base_url=BASE, retry=NO_RETRY, json_grammar=True)
+    client.tool_protocol = "json"
+    client.json_grammar = False
+    await client.chat([Message(role="user", content="Hi")], [add.definition])
+    body = json.loads(route.calls[0].request.content)
+    assert "tools" not in body  # the JSON protocol: the tools are in the system prompt
+    assert body["response_format"] == {"type": "json_object"}  # no grammar any more
+    client.tool_protocol = "native"
+    await client.chat([Message(role="user", content="Hi")], [add.definition])
+    assert "tools" in json.loads(route.calls[1].request.content)
+    with pytest.raises(ConfigurationError):
+        client.tool_protocol = "xml"  # type: ignore[assignment]

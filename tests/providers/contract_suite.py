@@ -9,10 +9,14 @@ then subclasses `ContractSuite` and lists its cases::
 
 Every check runs for ``chat`` and for ``stream`` against `WireServer`, a real HTTP/1.1 server
 on 127.0.0.1 in the test's own event loop: a text answer; streamed deltas, then exactly one
-`LLMResponse`; one tool call with parsed arguments; the finish reasons; a retry after 429 and
-503 that honours ``Retry-After`` (with a `RetryNotice` in the stream); the call's deadline and
-its stall timeout against a server that stops sending; malformed bodies and events; 401; and
-the key kept out of every error, its causes, ``repr(client)`` and recorded wire bodies.
+`LLMResponse`; one tool call with parsed arguments; the finish reasons, mapped and kept raw; a
+retry after 429 and 503 that waits as ``Retry-After`` asks (with a `RetryNotice` in the
+stream); the call's deadline and its stall timeout against a server that stops sending;
+malformed bodies and events; an error event mid-stream; 401; and the key kept out of every
+error, its causes and their attributes, tracebacks, ``repr(client)`` and recorded wire bodies.
+
+A case may opt out of a test whose behaviour its provider documents differently, or list a
+test its client fails today as a known bug (an expected failure, strict: it fails once fixed).
 
 This file imports only public glassagent names, pytest and the standard library, so a
 provider kept elsewhere can load it by path or copy it (examples/provider_plugin loads it).
@@ -25,6 +29,7 @@ import contextlib
 import json
 import socket
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -69,6 +74,7 @@ WEATHER = ToolDefinition(
     },
 )
 
+Side = Literal["chat", "stream"]
 Event = tuple["str | None", Any]
 """One stream event: its SSE name (`None`: no ``event:`` line, or an NDJSON line) and its
 data, a JSON value, or a `str` sent as it is (OpenAI's ``[DONE]``, a malformed event)."""
@@ -110,17 +116,29 @@ class ProviderCase:
         make: ``make(base_url, api_key, *, retry, record_wire)``: the client, talking to the
             server whose root is ``base_url`` (``http://127.0.0.1:port``, no path).
         path: The path the client posts to, e.g. ``"/v1/chat/completions"``.
+        stream_path: The path a streamed call posts to, when the wire tells a streamed call
+            by its path (Gemini's ``:streamGenerateContent?alt=sse``) rather than by a
+            ``"stream"`` field in the body. With a query, the query must match too.
         body: The JSON body of a non-streamed `Answer`.
         events: The events of a streamed `Answer`: more than two before the answer is whole
             (the suite cuts a stream after its second event).
         finish_reasons: The wire's reason for ``end_turn``, ``max_tokens`` and ``tool_use``.
         framing: ``"sse"`` (server-sent events) or ``"ndjson"`` (JSON lines).
         error_body: The JSON body of an error status, carrying `message`.
+        status_error_body: For a wire whose error bodies name their status too (Gemini's
+            ``code`` and ``status``): ``status_error_body(status, message)``, used instead
+            of `error_body`.
         error_event: A stream event that reports `message` as an error mid-stream.
         malformed_bodies: Bodies of a wrong shape for this wire (the suite adds bodies that
             are not JSON objects).
         malformed_events: Events of a wrong shape (the suite adds ones that are not JSON).
         call_ids: Whether the wire carries tool-call ids (Ollama's does not).
+        opt_outs: The suite's tests this case does not take, each with the reason (the
+            provider's documented behaviour differs); reported as skipped. A key is a
+            test's name, or a name and a side (``"test_text_answer[stream]"``).
+        known_bugs: The suite's tests this case's client fails today, each with the defect,
+            keyed as `opt_outs`; they are expected to fail (strictly: once the client is
+            fixed the test fails, until its entry goes).
     """
 
     name: str
@@ -129,12 +147,36 @@ class ProviderCase:
     body: Callable[[Answer], Any]
     events: Callable[[Answer], list[Event]]
     finish_reasons: Mapping[StopReason, str]
+    stream_path: str | None = None
     framing: Literal["sse", "ndjson"] = "sse"
     error_body: Callable[[str], Any] = lambda message: {"error": {"message": message}}
+    status_error_body: Callable[[int, str], Any] | None = None
     error_event: Callable[[str], Event] | None = None
     malformed_bodies: Sequence[Any] = ()
     malformed_events: Sequence[Event] = ()
     call_ids: bool = True
+    opt_outs: Mapping[str, str] = field(default_factory=dict)
+    known_bugs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key, reason in [*self.opt_outs.items(), *self.known_bugs.items()]:
+            test, _, side = key.removesuffix("]").partition("[")
+            unknown = f"{self.name}: {key!r} names no test of the suite"
+            assert test.startswith("test_"), unknown
+            assert hasattr(ContractSuite, test), unknown
+            assert side in ("", "chat", "stream"), f"{self.name}: {key!r} names no side"
+            assert reason.strip(), f"{self.name}: {key!r} comes without a reason"
+
+    def marks(self, test: str, side: Side | None) -> list[pytest.MarkDecorator]:
+        """The marks of `test` (on `side`) for this case: a skip, an expected failure, none."""
+        for key in (test, f"{test}[{side}]"):
+            if key in self.opt_outs:
+                return [pytest.mark.skip(reason=f"{self.name} opts out: {self.opt_outs[key]}")]
+            if key in self.known_bugs:
+                reason = f"{self.name}: a known bug: {self.known_bugs[key]}"
+                failed = (AssertionError, pytest.fail.Exception)
+                return [pytest.mark.xfail(strict=True, raises=failed, reason=reason)]
+        return []
 
     def client(self, server: WireServer, **options: Any) -> BaseLLMClient:
         """A client of this provider for `server` (fast retries unless `options` say)."""
@@ -163,7 +205,19 @@ class ProviderCase:
     def error(self, status: int, message: str, **headers: str) -> Reply:
         """An error status whose body carries `message` (``Retry_After=`` is ``Retry-After``)."""
         named = {name.replace("_", "-"): value for name, value in headers.items()}
-        return Reply(status, named, [json.dumps(self.error_body(message)).encode()])
+        if self.status_error_body is not None:
+            body = self.status_error_body(status, message)
+        else:
+            body = self.error_body(message)
+        return Reply(status, named, [json.dumps(body).encode()])
+
+    def posted_to(self, request: Request, *, streamed: bool) -> None:
+        """Check that `request` went where this wire sends a call, streamed or not."""
+        path = self.stream_path if streamed and self.stream_path else self.path
+        sent = request.path if "?" in path else request.path.split("?")[0]
+        assert (request.method, sent) == ("POST", path), (request.method, request.path)
+        if self.stream_path is None:
+            assert bool(request.json().get("stream")) is streamed, "the body says streamed"
 
 
 # ---- the server -------------------------------------------------------------------------------
@@ -319,12 +373,38 @@ async def ask(
 
 
 async def failure(
-    client: BaseLLMClient, streamed: bool, settings: ModelSettings | None = None
+    client: BaseLLMClient,
+    streamed: bool,
+    settings: ModelSettings | None = None,
+    *,
+    served: object = None,
 ) -> GlassAgentError:
-    """The error a call raises (it must raise one of glassagent's)."""
-    with pytest.raises(GlassAgentError) as caught:
+    """The error a call raises (it must raise one of glassagent's); `served`: what for."""
+    try:
         await ask(client, streamed, settings=settings)
-    return caught.value
+    except GlassAgentError as error:
+        return error
+    pytest.fail(f"{type(client).__name__} raised no error for {served!r}")
+
+
+async def _refuses_bodies(case: ProviderCase, bodies: Sequence[bytes]) -> None:
+    """Each body, answering a call, is a `ResponseParseError`, not retried."""
+    for body in bodies:
+        async with WireServer(Reply(body=[body])) as server, case.client(server) as client:
+            error = await failure(client, False, served=body)
+        assert isinstance(error, ResponseParseError), (body, error)
+        assert len(server.requests) == 1, "a malformed body is not retried"
+
+
+async def _refuses_events(case: ProviderCase, bad: Sequence[Event]) -> None:
+    """Each event, in a stream after its first event, is a `ResponseParseError`."""
+    answer = Answer(("Sunny", " in ", "Paris."), finish=case.finish_reasons["end_turn"])
+    events = case.events(answer)
+    for event in bad:
+        stream = case.stream([events[0], event, *events[1:]])
+        async with WireServer(stream) as server, case.client(server) as client:
+            error = await failure(client, True, ModelSettings(retry=NO_RETRY), served=event)
+        assert isinstance(error, ResponseParseError), (event, error)
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:
@@ -341,14 +421,17 @@ def chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def assert_no_key(exc: BaseException) -> None:
-    """The key appears in no text of `exc` or of the exceptions chained to it."""
+    """The key appears in no text of `exc` or of the exceptions chained to it, in none of
+    their attributes, and not in the traceback an application would print or log."""
     for link in chain(exc):
         texts = [str(link), repr(link), repr(link.args), str(getattr(link, "body", ""))]
+        texts.append(repr(vars(link)))
         for text in texts:
             assert KEY not in text, f"the key leaked in {type(link).__name__}: {text[:300]}"
+    printed = "".join(traceback.format_exception(exc))
+    assert KEY not in printed, "the key leaked in the traceback"
 
 
-SIDES = pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
 _NOT_OBJECTS: list[bytes] = [b"{not json", b"[1, 2]", b'"text"', b"null", b"42"]
 _NOT_JSON_EVENTS: list[Event] = [(None, '{"unterminated'), (None, "[1, 2]"), (None, '"text"')]
 
@@ -359,11 +442,25 @@ class ContractSuite:
     cases: ClassVar[Sequence[ProviderCase]] = ()
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        """Run every test once per case (pytest calls this for each test of the class)."""
-        if "case" in metafunc.fixturenames:
-            metafunc.parametrize("case", self.cases, ids=[c.name for c in self.cases])
+        """Run every test once per case, and per side (``chat``, ``stream``) when it takes
+        ``streamed`` (pytest calls this for each test of the class)."""
+        if "case" not in metafunc.fixturenames:
+            return
+        test = metafunc.function.__name__
+        sides: list[Side | None] = [None]
+        if "streamed" in metafunc.fixturenames:
+            sides = ["chat", "stream"]
+        params = [
+            pytest.param(
+                *((case,) if side is None else (case, side == "stream")),
+                id=case.name if side is None else f"{case.name}-{side}",
+                marks=case.marks(test, side),
+            )
+            for case in self.cases
+            for side in sides
+        ]
+        metafunc.parametrize(["case"] if sides == [None] else ["case", "streamed"], params)
 
-    @SIDES
     async def test_text_answer(self, case: ProviderCase, streamed: bool) -> None:
         answer = Answer(("Sunny", " in ", "Paris."), finish=case.finish_reasons["end_turn"])
         async with (
@@ -374,9 +471,8 @@ class ContractSuite:
         assert (response.text, response.tool_calls) == ("Sunny in Paris.", ())
         assert response.stop_reason == "end_turn"
         (request,) = server.requests
-        assert (request.method, request.path.split("?")[0]) == ("POST", case.path)
+        case.posted_to(request, streamed=streamed)
         assert any(KEY in value for value in request.headers.values()), "the key is sent"
-        assert bool(request.json().get("stream")) is streamed
 
     async def test_stream_yields_deltas_then_one_response(self, case: ProviderCase) -> None:
         answer = Answer(("It ", "is ", "sunny", "."), finish=case.finish_reasons["end_turn"])
@@ -390,7 +486,6 @@ class ContractSuite:
         assert all(isinstance(p, TextDelta) for p in parts[:-1]), parts
         assert response.text == "It is sunny."
 
-    @SIDES
     async def test_one_tool_call_with_parsed_arguments(
         self, case: ProviderCase, streamed: bool
     ) -> None:
@@ -406,7 +501,6 @@ class ContractSuite:
             assert call.id == CALL.id
         assert response.stop_reason == "tool_use"
 
-    @SIDES
     @pytest.mark.parametrize("stop", ["end_turn", "max_tokens", "tool_use"])
     async def test_finish_reasons_are_mapped(
         self, case: ProviderCase, streamed: bool, stop: StopReason
@@ -419,9 +513,8 @@ class ContractSuite:
             case.client(server) as client,
         ):
             response, _ = await ask(client, streamed, tools=[WEATHER])
-        assert response.stop_reason == stop
+        assert (response.stop_reason, response.raw_stop_reason) == (stop, finish)
 
-    @SIDES
     @pytest.mark.parametrize("status", [429, 503])
     async def test_retries_after_the_wait_the_server_asks_for(
         self, case: ProviderCase, streamed: bool, status: int
@@ -432,16 +525,19 @@ class ContractSuite:
             WireServer(busy, case.answer(answer, streamed=streamed)) as server,
             case.client(server) as client,
         ):
+            started = time.monotonic()
             response, parts = await ask(client, streamed)
+            waited = time.monotonic() - started
         assert response.text == "Sunny."
         assert len(server.requests) == 2
+        assert waited >= 0.02, "the client waited as long as Retry-After asked"
         if streamed:
             notice = parts[0]
             assert isinstance(notice, RetryNotice), parts
-            assert (notice.status, notice.delay) == (status, 0.02)  # Retry-After, not backoff
+            assert (notice.attempt, notice.status) == (1, status)
+            assert notice.delay == 0.02, "the wait Retry-After asks for, not the backoff"
             assert all(not isinstance(p, RetryNotice) for p in parts[1:])
 
-    @SIDES
     async def test_the_deadline_ends_a_call_whose_server_stops(
         self, case: ProviderCase, streamed: bool
     ) -> None:
@@ -455,7 +551,6 @@ class ContractSuite:
         assert (error.kind, time.monotonic() - started < 2.0) == ("deadline", True)
         assert_no_key(error)
 
-    @SIDES
     async def test_the_stall_timeout_ends_a_call_whose_server_stops(
         self, case: ProviderCase, streamed: bool
     ) -> None:
@@ -469,22 +564,21 @@ class ContractSuite:
         assert (error.kind, time.monotonic() - started < 2.0) == ("stall", True)
         assert_no_key(error)
 
+    async def test_bodies_that_are_no_json_object_raise_response_parse_error(
+        self, case: ProviderCase
+    ) -> None:
+        await _refuses_bodies(case, _NOT_OBJECTS)
+
     async def test_malformed_bodies_raise_response_parse_error(self, case: ProviderCase) -> None:
-        bodies = [*_NOT_OBJECTS, *(json.dumps(b).encode() for b in case.malformed_bodies)]
-        for body in bodies:
-            async with WireServer(Reply(body=[body])) as server, case.client(server) as client:
-                error = await failure(client, False)
-            assert isinstance(error, ResponseParseError), (body, error)
-            assert len(server.requests) == 1, "a malformed body is not retried"
+        await _refuses_bodies(case, [json.dumps(body).encode() for body in case.malformed_bodies])
+
+    async def test_events_that_are_no_json_object_raise_response_parse_error(
+        self, case: ProviderCase
+    ) -> None:
+        await _refuses_events(case, _NOT_JSON_EVENTS)
 
     async def test_malformed_events_raise_response_parse_error(self, case: ProviderCase) -> None:
-        answer = Answer(("Sunny", " in ", "Paris."), finish=case.finish_reasons["end_turn"])
-        events = case.events(answer)
-        for bad in [*_NOT_JSON_EVENTS, *case.malformed_events]:
-            stream = case.stream([events[0], bad, *events[1:]])
-            async with WireServer(stream) as server, case.client(server) as client:
-                error = await failure(client, True, ModelSettings(retry=NO_RETRY))
-            assert isinstance(error, ResponseParseError), (bad, error)
+        await _refuses_events(case, case.malformed_events)
 
     async def test_a_stream_cut_short_raises_response_parse_error(self, case: ProviderCase) -> None:
         answer = Answer(("Sunny", " in ", "Paris."), finish=case.finish_reasons["end_turn"])
@@ -494,7 +588,18 @@ class ContractSuite:
             error = await failure(client, True, ModelSettings(retry=NO_RETRY))
         assert isinstance(error, ResponseParseError), error
 
-    @SIDES
+    async def test_an_error_event_mid_stream_is_a_provider_error(self, case: ProviderCase) -> None:
+        if case.error_event is None:
+            pytest.skip(f"{case.name}'s wire has no error event")
+        answer = Answer(("Sunny", " in ", "Paris."), finish=case.finish_reasons["end_turn"])
+        first = case.events(answer)[:1]
+        stream = case.stream([*first, case.error_event("the context window is full")])
+        async with WireServer(stream) as server, case.client(server) as client:
+            error = await failure(client, True, ModelSettings(retry=NO_RETRY))
+        assert isinstance(error, ProviderError), error
+        assert not isinstance(error, ResponseParseError), "an error event is no malformed one"
+        assert "the context window is full" in str(error), "the server's message is shown"
+
     async def test_401_is_an_authentication_error_without_the_key(
         self, case: ProviderCase, streamed: bool
     ) -> None:
@@ -502,33 +607,47 @@ class ContractSuite:
         async with WireServer(rejected) as server, case.client(server) as client:
             error = await failure(client, streamed)
         assert isinstance(error, AuthenticationError), error
+        assert (error.status, error.provider) == (401, client.provider_name)
+        assert "Incorrect API key provided" in str(error), "the server's message is shown"
         assert len(server.requests) == 1, "a rejected key is not retried"
         assert_no_key(error)
 
-    @SIDES
-    async def test_the_key_stays_out_of_errors_repr_and_records(
+    async def test_the_key_stays_out_of_errors_the_server_reports(
         self, case: ProviderCase, streamed: bool
     ) -> None:
-        no_retry = ModelSettings(retry=NO_RETRY)
-        echoes = [case.error(500, f"upstream said: {KEY}")]  # an error status echoing the key
-        if not streamed:
-            echoes.append(Reply(body=[json.dumps([KEY]).encode()]))  # a body of the wrong shape
-        else:
-            echoes.append(case.stream([(None, "{" + KEY)]))  # an event that is not JSON
+        echoes = [("upstream said:", case.error(500, f"upstream said: {KEY}"))]  # a status
         if streamed and case.error_event is not None:
-            echoes.append(case.stream([case.error_event(f"failed for {KEY}")]))
-        for echo in echoes:
+            echoes.append(("failed for", case.stream([case.error_event(f"failed for {KEY}")])))
+        for message, echo in echoes:
             async with WireServer(echo) as server, case.client(server) as client:
                 assert KEY not in repr(client)
-                error = await failure(client, streamed, no_retry)
+                error = await failure(client, streamed, ModelSettings(retry=NO_RETRY))
             assert isinstance(error, ProviderError), error
+            assert message in str(error), "the server's message is shown, the key masked"
             assert_no_key(error)
+
+    async def test_the_key_stays_out_of_errors_on_unreadable_answers(
+        self, case: ProviderCase, streamed: bool
+    ) -> None:
+        if streamed:
+            echo = case.stream([(None, "{" + KEY)])  # an event that is not JSON
+        else:
+            echo = Reply(body=[json.dumps([KEY]).encode()])  # a body of the wrong shape
+        async with WireServer(echo) as server, case.client(server) as client:
+            error = await failure(client, streamed, ModelSettings(retry=NO_RETRY))
+        assert isinstance(error, ResponseParseError), error
+        assert_no_key(error)
+
+    async def test_the_key_stays_out_of_recorded_bodies(
+        self, case: ProviderCase, streamed: bool
+    ) -> None:
         answer = Answer(("Your key is ", KEY, "."), finish=case.finish_reasons["end_turn"])
         async with (
             WireServer(case.answer(answer, streamed=streamed)) as server,
             case.client(server, record_wire=True) as client,
         ):
-            response, _ = await ask(client, streamed, settings=no_retry)
+            assert KEY not in repr(client)
+            response, _ = await ask(client, streamed, settings=ModelSettings(retry=NO_RETRY))
         assert KEY in response.text
         assert response.wire is not None
         recorded = json.dumps([response.wire.request, response.wire.response])

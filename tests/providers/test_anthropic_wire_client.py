@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from glassagent._core import tool_choice
 from glassagent._core.output import OutputSchema
 from glassagent._providers import anthropic_wire
 from glassagent.llm import (
@@ -61,14 +62,20 @@ def output_tool_stream(name: str) -> bytes:
     )
 
 
-def test_the_body_takes_the_choice_the_request_resolved_not_the_settings_again() -> None:
-    settings = ModelSettings(tool_choice="auto")
-    request = ModelRequest(HI, (WEATHER, CLOCK), None, settings, tool_choice="get_time")
+def test_the_body_takes_the_choice_the_request_resolved_not_the_settings_again(
+    monkeypatch,
+) -> None:
+    request = ModelRequest(HI, (WEATHER, CLOCK), None, ModelSettings(tool_choice="get_time"))
+    auto = ModelRequest.build(HI, (WEATHER,), None, ModelSettings(tool_choice="auto"))
+
+    def again(*args: object) -> None:
+        raise AssertionError("the wire resolved the tool choice again")
+
+    monkeypatch.setattr(tool_choice, "resolve", again)
     body = anthropic_wire.AnthropicWire().request_body("claude-x", request, stream=False)
     assert body["tool_choice"] == {"type": "tool", "name": "get_time"}
     assert [t["name"] for t in body["tools"]] == ["get_weather", "get_time"]
-    built = ModelRequest.build(HI, (WEATHER,), None, settings)
-    body = anthropic_wire.request_body("claude-x", built, stream=True)
+    body = anthropic_wire.request_body("claude-x", auto, stream=True)
     assert body["tool_choice"] == {"type": "auto"}
     assert body["stream"] is True
 

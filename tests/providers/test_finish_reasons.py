@@ -64,8 +64,6 @@ async def streamed(client: Any, *args: Any) -> LLMResponse:
 @pytest.mark.parametrize(
     ("finish", "expected"),
     [
-        ("stop", "end_turn"),
-        ("length", "max_tokens"),
         ("model_length", "max_tokens"),
         ("content_filter", "content_filter"),
         ("eos_token", "end_turn"),
@@ -181,7 +179,7 @@ def ollama_line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("done_reason", "expected"),
-    [("stop", "end_turn"), ("length", "max_tokens"), ("unload", "other"), (None, "end_turn")],
+    [("unload", "other"), (None, "end_turn")],
 )
 @respx.mock
 async def test_ollama_done_reasons_are_mapped_and_kept_raw(done_reason, expected) -> None:
@@ -230,8 +228,6 @@ def gemini_sse(*chunks: dict[str, Any]) -> httpx.Response:
 @pytest.mark.parametrize(
     ("finish", "expected"),
     [
-        ("STOP", "end_turn"),
-        ("MAX_TOKENS", "max_tokens"),
         ("CONTINUATION", "max_tokens"),
         ("SAFETY", "content_filter"),
         ("MODEL_ARMOR", "content_filter"),

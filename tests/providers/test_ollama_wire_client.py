@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from glassagent._core import tool_choice
 from glassagent._providers import ollama_wire
 from glassagent.errors import ConfigurationError, ProviderError
 from glassagent.llm import (
@@ -70,8 +71,14 @@ async def test_the_missing_model_error_names_the_model_the_client_has_now() -> N
         assert [r.path for r in server.requests] == ["/api/chat", "/api/show"]
 
 
-def test_the_body_reads_the_choice_the_request_resolved_not_the_settings() -> None:
-    request = ModelRequest(HI, (ADD, SUB), None, ModelSettings(), "sub", (SUB,))
+def test_the_body_reads_the_choice_the_request_resolved_not_the_settings(monkeypatch) -> None:
+    request = ModelRequest(HI, (ADD, SUB), None, ModelSettings(tool_choice="sub"))
+    native = ModelRequest(HI, (ADD, SUB), None, ModelSettings(tool_choice="none"))
+
+    def again(*args: object) -> None:
+        raise AssertionError("the wire resolved the tool choice again")
+
+    monkeypatch.setattr(tool_choice, "resolve", again)
     wire = ollama_wire.OllamaWire(json_grammar=True)
     body = wire.request_body("m", request, stream=False, json_mode=True)
     call = body["format"]["properties"]["tool_call"]  # a call of "sub" is a must
@@ -80,5 +87,4 @@ def test_the_body_reads_the_choice_the_request_resolved_not_the_settings() -> No
     assert "- add:" not in body["messages"][0]["content"]
     with pytest.raises(ConfigurationError, match="Ollama's chat API has no tool choice"):
         wire.request_body("m", request, stream=False)
-    native = ModelRequest(HI, (ADD, SUB), None, ModelSettings(), "none", ())
     assert "tools" not in wire.request_body("m", native, stream=True)

@@ -14,7 +14,6 @@ from glassagent.errors import (
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
-    ResponseParseError,
 )
 from glassagent.llm import (
     Attachment,
@@ -306,18 +305,6 @@ async def test_stream_turns_reasoning_deltas_into_thinking(client) -> None:
 
 
 @respx.mock
-async def test_length_maps_to_max_tokens(client) -> None:
-    respx.post(URL).mock(
-        side_effect=[
-            httpx.Response(200, json=completion({"content": "Once upon"}, "length")),
-            sse(chunk({"content": "Once upon"}, "length")),
-        ]
-    )
-    assert (await client.chat(HI)).stop_reason == "max_tokens"
-    assert (await stream_all(client, HI))[-1].stop_reason == "max_tokens"
-
-
-@respx.mock
 async def test_a_stream_may_end_without_done_after_a_finish_reason(client) -> None:
     respx.post(URL).mock(return_value=sse(chunk({"content": "ok"}, "stop"), done=False))
     assert (await stream_all(client, HI))[-1].text == "ok"
@@ -427,7 +414,6 @@ async def test_an_owned_http_client_is_closed_by_aclose() -> None:
 @pytest.mark.parametrize(
     ("status", "error"),
     [
-        (401, AuthenticationError),
         (403, AuthenticationError),
         (429, RateLimitError),
         (500, ProviderUnavailableError),
@@ -458,44 +444,6 @@ async def test_error_statuses_map_to_typed_errors_without_the_key(status, error)
         assert KEY not in (info.value.body or "")
         if status == 429:
             assert info.value.retry_after == 3.0
-
-
-@pytest.mark.parametrize(
-    ("response", "match"),
-    [
-        (httpx.Response(200, text="<html>gateway</html>"), "not JSON"),
-        (httpx.Response(200, json={"object": "chat.completion", "choices": []}), "without choices"),
-    ],
-)
-@respx.mock
-async def test_a_malformed_body_is_a_parse_error(client, response, match) -> None:
-    respx.post(URL).mock(return_value=response)
-    with pytest.raises(ResponseParseError, match=match):
-        await client.chat(HI)
-
-
-@respx.mock
-async def test_a_truncated_stream_is_a_parse_error(client) -> None:
-    respx.post(URL).mock(return_value=sse(chunk({"content": "Hel"}), done=False))
-    with pytest.raises(ResponseParseError, match="ended before the answer was complete"):
-        await stream_all(client, HI)
-
-
-@respx.mock
-async def test_a_malformed_chunk_is_a_parse_error(client) -> None:
-    respx.post(URL).mock(
-        return_value=httpx.Response(200, text='data: {"choices": [{"delta": {"cont\n\n')
-    )
-    with pytest.raises(ResponseParseError, match="malformed stream chunk"):
-        await stream_all(client, HI)
-
-
-@respx.mock
-async def test_an_error_inside_the_stream_is_a_provider_error(client) -> None:
-    error = {"error": {"code": 500, "message": "context full", "type": "server_error"}}
-    respx.post(URL).mock(return_value=sse(chunk({"content": "a"}), error))
-    with pytest.raises(ProviderError, match="context full"):
-        await stream_all(client, HI)
 
 
 def unused_port() -> int:

@@ -2,7 +2,10 @@
 
 Each case writes answers in its provider's documented wire form: OpenAI's chat completions
 (SSE chunks ended by ``[DONE]``), Anthropic's Messages API (named SSE events ended by
-``message_stop``) and Ollama's ``/api/chat`` (JSON lines ended by ``"done": true``).
+``message_stop``), Ollama's ``/api/chat`` (JSON lines ended by ``"done": true``) and Gemini's
+``generateContent`` (``streamGenerateContent?alt=sse``: candidates whose content parts carry
+text and whole ``functionCall``s, the last chunk with ``finishReason`` and ``usageMetadata``),
+read by google-genai's own client over glassagent's httpx.
 """
 
 from __future__ import annotations
@@ -10,7 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from glassagent.llm import AnthropicClient, BaseLLMClient, OllamaClient, OpenAICompatibleClient
+from glassagent.llm import (
+    AnthropicClient,
+    BaseLLMClient,
+    GeminiClient,
+    OllamaClient,
+    OpenAICompatibleClient,
+)
 from tests.providers.contract_suite import Answer, Call, ContractSuite, Event, ProviderCase
 
 
@@ -205,5 +214,88 @@ OLLAMA = ProviderCase(
 )
 
 
+# ---- Gemini's generateContent (google-genai's own client over our httpx) -------------------
+
+GEMINI_MODEL = "gemini-test"
+GEMINI_STATUS = {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
+NOT_OBJECTS_READ = (
+    "google-genai reads a 200 body that is no JSON object (null, [1, 2], a string) as an "
+    "empty answer, and GeminiClient returns it as an empty end_turn answer; a stream chunk "
+    "that is no object, or whose candidates are no array, is skipped, not refused"
+)
+
+
+def gemini_candidate(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return candidate
+
+
+def gemini_response(candidate: dict[str, Any], *, usage: bool = True) -> dict[str, Any]:
+    response: dict[str, Any] = {"candidates": [candidate], "modelVersion": GEMINI_MODEL}
+    if usage:
+        counts = {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13}
+        response |= {"usageMetadata": counts, "responseId": "resp-1"}
+    return response
+
+
+def gemini_calls(answer: Answer) -> list[dict[str, Any]]:
+    return [
+        {"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}} for c in answer.calls
+    ]
+
+
+def gemini_body(answer: Answer) -> dict[str, Any]:
+    parts = [{"text": answer.text}] if answer.text else []
+    return gemini_response(gemini_candidate([*parts, *gemini_calls(answer)], answer.finish))
+
+
+def gemini_events(answer: Answer) -> list[Event]:
+    """One chunk per delta, the calls whole (Gemini streams no argument pieces), then the
+    finish reason and the usage in a last chunk."""
+    chunks = [gemini_candidate([{"text": delta}]) for delta in answer.deltas]
+    chunks += [gemini_candidate([call]) for call in gemini_calls(answer)]
+    events: list[Event] = [(None, gemini_response(c, usage=False)) for c in chunks]
+    last = gemini_response({"finishReason": answer.finish, "index": 0})
+    return [*events, (None, last)]
+
+
+def gemini_error(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": status, "message": message, "status": GEMINI_STATUS.get(status)}}
+
+
+def gemini(base_url: str, api_key: str, **options: Any) -> BaseLLMClient:
+    return GeminiClient(GEMINI_MODEL, base_url=base_url, api_key=api_key, **options)
+
+
+GEMINI = ProviderCase(
+    name="gemini",
+    make=gemini,
+    path=f"/v1/models/{GEMINI_MODEL}:generateContent",
+    stream_path=f"/v1/models/{GEMINI_MODEL}:streamGenerateContent?alt=sse",
+    body=gemini_body,
+    events=gemini_events,
+    finish_reasons={"end_turn": "STOP", "max_tokens": "MAX_TOKENS", "tool_use": "STOP"},
+    status_error_body=gemini_error,
+    error_event=lambda message: (None, gemini_error(500, message)),
+    malformed_bodies=[
+        {"candidates": 5},
+        {"candidates": [{"content": {"parts": [{"text": 5}]}, "finishReason": "STOP"}]},
+        {"candidates": [gemini_candidate([{"functionCall": {"name": ["get_weather"]}}], "STOP")]},
+    ],
+    malformed_events=[
+        (None, {"candidates": "Sunny"}),
+        (None, {"candidates": [{"content": {"parts": [{"text": 5}]}}]}),
+    ],
+    known_bugs={
+        "test_bodies_that_are_no_json_object_raise_response_parse_error": NOT_OBJECTS_READ,
+        "test_events_that_are_no_json_object_raise_response_parse_error": NOT_OBJECTS_READ,
+        "test_malformed_events_raise_response_parse_error": NOT_OBJECTS_READ,
+        "test_the_key_stays_out_of_errors_on_unreadable_answers[chat]": NOT_OBJECTS_READ,
+    },
+)
+
+
 class TestBuiltInProviders(ContractSuite):
-    cases = (OPENAI, ANTHROPIC, OLLAMA)
+    cases = (OPENAI, ANTHROPIC, OLLAMA, GEMINI)

@@ -25,8 +25,10 @@ from glassagent.llm import (
     ModelSettings,
     OpenAIOptions,
     OutputSchema,
+    TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolDefinition,
     Usage,
 )
 
@@ -76,6 +78,7 @@ async def test_a_tool_round_trip_goes_as_input_items() -> None:
                 "name": "get_weather",
                 "description": WEATHER.description,
                 "parameters": WEATHER.parameters,
+                "strict": False,
             }
         ],
         "tool_choice": "required",
@@ -303,3 +306,125 @@ async def test_malformed_bookkeeping_is_dropped_not_raised() -> None:
     assert result.usage == Usage(input_tokens=9)
     assert result.model == "gpt-test"
     assert RESPONSE_ID not in result.provider_metadata
+
+
+def test_function_tools_are_sent_non_strict() -> None:
+    # Left out, ``strict`` is True in the Responses API: optional fields would be required.
+    optional = {"type": "object", "properties": {"unit": {"type": "string"}}, "required": []}
+    tool = ToolDefinition(name="temperature", description="Now.", parameters=optional)
+    (sent,) = body(tools=[tool])["tools"]
+    assert (sent["strict"], sent["parameters"]) == (False, optional)
+
+
+def test_a_tool_results_attachments_go_as_parts_of_its_output() -> None:
+    chart = Attachment(data=b"\x89PNG", mime_type="image/png", name="chart.png")
+    report = Attachment(data=b"%PDF", mime_type="application/pdf", name="r.pdf")
+    result = Message(role="tool", content="Done", tool_call_id="call_1", attachments=(chart,))
+    bare = Message(role="tool", content="", tool_call_id="call_2", attachments=(report,))
+    calls = (ToolCall("call_1", "plot", {}), ToolCall("call_2", "report", {}))
+    asked = [Message(role="user", content="Plot it"), Message(role="assistant", tool_calls=calls)]
+    items = body(messages=[*asked, result, bare])["input"][-2:]
+    assert items == [
+        {
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": [
+                {"type": "input_text", "text": "Done"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw=="},
+            ],
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "call_2",
+            "output": [
+                {
+                    "type": "input_file",
+                    "filename": "r.pdf",
+                    "file_data": "data:application/pdf;base64,JVBERg==",
+                }
+            ],
+        },
+    ]
+
+
+def continued(previous: str) -> ModelSettings:
+    return ModelSettings(provider_options=ResponsesOptions(previous_response_id=previous))
+
+
+async def test_with_previous_response_id_only_the_new_items_are_sent() -> None:
+    call = function_call(Call("call_9", "get_weather", {"city": "Paris"}))
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    first = reply(response("completed", [reasoning, call]))
+    async with WireServer(first) as server, RESPONSES.client(server) as client:
+        question = Message(role="user", content="Weather in Paris?")
+        answer = await client.chat([question], [WEATHER], "Be brief.")
+        assert answer.provider_metadata[RESPONSE_ID] == "resp_1"
+        result = Message(role="tool", content="Sunny", tool_call_id="call_9")
+        history = [question, client.format_assistant_message(answer), result]
+        await client.chat(history, [WEATHER], "Be brief.", settings=continued("resp_1"))
+    sent = server.requests[1].json()
+    assert sent["previous_response_id"] == "resp_1"
+    assert sent["input"] == [
+        {"type": "function_call_output", "call_id": "call_9", "output": "Sunny"}
+    ]
+    assert sent["instructions"] == "Be brief."  # not carried over by the stored response
+
+
+def turn(response_id: str | None, *calls: ToolCall) -> Message:
+    metadata = {RESPONSE_ID: response_id} if response_id else {}
+    text = "" if calls else "Hello."
+    return Message(role="assistant", content=text, tool_calls=calls, provider_metadata=metadata)
+
+
+def chat(question: str, response_id: str) -> list[Message]:
+    return [Message(role="user", content=question), turn(response_id)]
+
+
+CALL = ToolCall("call_1", "get_weather", {})
+RESULT = Message(role="tool", content="Sunny", tool_call_id="call_1")
+
+
+@pytest.mark.parametrize(
+    ("history", "sent"),
+    [
+        # the last assistant turn, when no turn says which response it is
+        ([Message(role="user", content="a"), turn(None, CALL), RESULT], ["function_call_output"]),
+        # the turn of the stored response, though a newer one (of this run) follows it
+        (
+            [*chat("a", "resp_0"), Message(role="user", content="b"), turn("resp_1", CALL), RESULT],
+            [None, "function_call", "function_call_output"],
+        ),
+        # a turn of another response only: the stored one saw none of these (the last
+        # assistant turn would do here, but its function call would then be missing)
+        (
+            [Message(role="user", content="a"), turn("resp_1", CALL), RESULT],
+            [None, "function_call", "function_call_output"],
+        ),
+    ],
+)
+def test_the_stored_response_is_found_by_its_id(history: list[Message], sent: list[Any]) -> None:
+    items = body(continued("resp_0"), messages=history)["input"]
+    assert [item.get("type") for item in items] == sent
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_refusal_is_the_text_and_stops_for_content_filter(streamed: bool) -> None:
+    refusal = {"type": "refusal", "refusal": "I can't help with that."}
+    message = {"type": "message", "role": "assistant", "content": [refusal]}
+    whole = response("completed", [message])
+    delta = "response.refusal.delta"
+    events = [
+        (delta, {"type": delta, "output_index": 0, "content_index": 0, "delta": "I can't "}),
+        (delta, {"type": delta, "output_index": 0, "content_index": 0, "delta": "help with that."}),
+        ("response.completed", {"type": "response.completed", "response": whole}),
+    ]
+    served = RESPONSES.stream(events) if streamed else reply(whole)
+    async with WireServer(served) as server, RESPONSES.client(server) as client:
+        answer, parts = await ask(client, streamed)
+    assert answer.text == "I can't help with that."
+    assert (answer.stop_reason, answer.raw_stop_reason) == ("content_filter", "refusal")
+    if streamed:
+        assert [p.text for p in parts if isinstance(p, TextDelta)] == [
+            "I can't ",
+            "help with that.",
+        ]

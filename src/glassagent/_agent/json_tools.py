@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from glassagent._core import json_protocol
-from glassagent._core.client import BaseLLMClient
+from glassagent._core.client import BaseLLMClient, send_request, stream_request
 from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     LLMResponse,
@@ -57,8 +57,6 @@ def protocol_request(request: ModelRequest) -> ModelRequest:
         tools=(),
         system=system,
         settings=settings,
-        tool_choice=None,
-        offered=(),
     )
 
 
@@ -105,7 +103,7 @@ class JsonToolsClient(BaseLLMClient):
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """The wrapped client's answer to `protocol_request`, read into text and tool calls."""
-        response = await self.inner.send(protocol_request(request))
+        response = await send_request(self.inner, protocol_request(request))
         return json_protocol.read_response(response) if request.tools else response
 
     async def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
@@ -115,7 +113,7 @@ class JsonToolsClient(BaseLLMClient):
         are written (`ReplyStream`); a tool call follows once the reply is complete.
         """
         offered = bool(request.tools)
-        parts = self.inner.send_stream(protocol_request(request))
+        parts = stream_request(self.inner, protocol_request(request))
         thinking: list[str] = []
         replies = ReplyStream()
         try:

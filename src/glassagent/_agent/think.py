@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from glassagent._agent import decide
+from glassagent._core.client import stream_request
 from glassagent._core.errors import GlassAgentError, ProviderError, ResponseParseError
 from glassagent._core.events import LLMRetryEvent, TextChunkEvent, ThinkingChunkEvent
 from glassagent._core.messages import (
@@ -73,7 +74,7 @@ async def read_answer(
     """
     follow_up = iteration > 1
     try:
-        stream = client.send_stream(request)
+        stream = stream_request(client, request)
         async with _closing(stream) as parts:
             async for part in parts:
                 if isinstance(part, TextDelta):

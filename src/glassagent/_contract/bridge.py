@@ -62,11 +62,10 @@ def watch(
     future = submit(coro)
     try:
         while not future.done():
-            try:
+            if aborted():  # also between updates: they may come faster than the poll
+                raise Aborted
+            with contextlib.suppress(queue.Empty):
                 yield updates.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                if aborted():
-                    raise Aborted from None
         while not updates.empty():
             yield updates.get_nowait()
         return future.result()
@@ -96,6 +95,8 @@ def iterate(iterator: AsyncIterator[_T], aborted: Callable[[], bool]) -> Iterato
     """
     try:
         while True:
+            if aborted():  # also between items: they may come faster than the poll
+                raise Aborted
             item = wait(_next(iterator), aborted)
             if item is _END:
                 return

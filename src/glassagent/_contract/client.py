@@ -9,6 +9,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from pathlib import Path
 from typing import Any
 
+from glassagent._agent.decide import call_settings
 from glassagent._contract import bridge
 from glassagent._contract.convert import (
     ContractValueError,
@@ -192,7 +193,9 @@ class ContractClient:
         Each call runs through ``context["tool_loader"].execute_tool(name, arguments,
         context)`` when the context has such a loader, else through the glassagent tool of
         that name (given to the request or to this adapter), with a `ToolContext` made from
-        the context dict.
+        the context dict. A forced ``tool_choice`` (``"required"`` or a tool's name) holds
+        for the first answer only: once tools ran, the follow-ups use ``"auto"``, so the model
+        can answer with their results (as in `Agent`).
 
         Returns:
             The final answer and the design's execution dicts of every call, in order.
@@ -357,9 +360,11 @@ class ContractClient:
         )  # fmt: skip
 
     def _follow_up(self, response: ContractResponse, messages: list[Message]) -> Request:
+        # Tools ran: a forced choice is "auto" now, so the model may answer (as in `Agent`).
+        settings = call_settings(response.settings, acted=True)
         return Request(
             self._client_for(response.model_id), response.model_id, messages,
-            response.system_prompt, list(response.tools), response.settings, response.runnable,
+            response.system_prompt, list(response.tools), settings, response.runnable,
         )  # fmt: skip
 
     def _send(self, request: Request, aborted: Callable[[], bool]) -> ContractResponse:

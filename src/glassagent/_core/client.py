@@ -206,3 +206,36 @@ class BaseLLMClient(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.provider_name!r}, model={self.model!r})"
+
+
+def stream_request(client: BaseLLMClient, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    """`client`'s streamed answer to `request`, by its most specific streaming method.
+
+    A subclass that overrides `BaseLLMClient.stream` below the class that gave it
+    `BaseLLMClient.send_stream` (a built-in client's subclass that logs, say) keeps being
+    called through its `stream`; otherwise the request goes whole to `send_stream`.
+    """
+    if _lowest(type(client), "send_stream", "stream") == "stream":
+        return client.stream(
+            request.messages, request.tools, request.system, settings=request.settings
+        )
+    return client.send_stream(request)
+
+
+async def send_request(client: BaseLLMClient, request: ModelRequest) -> LLMResponse:
+    """`client`'s whole answer to `request`, by `send` or a lower override of `chat`."""
+    if _lowest(type(client), "send", "chat") == "chat":
+        return await client.chat(
+            request.messages, request.tools, request.system, settings=request.settings
+        )
+    return await client.send(request)
+
+
+def _lowest(cls: type, new: str, old: str) -> str:
+    """Which of two methods `cls` defines lowest in its MRO (`new` when one class has both)."""
+    for klass in cls.__mro__:
+        if new in vars(klass):
+            return new
+        if old in vars(klass):
+            return old
+    return new

@@ -32,7 +32,6 @@ from glassagent._core.jsontext import loads, snippet
 from glassagent._core.messages import (
     LLMResponse,
     Message,
-    ModelSettings,
     ToolCall,
     ToolDefinition,
     new_call_id,
@@ -70,39 +69,14 @@ THOUGHT_LIMIT = 200
 use up the reply's tokens before the call or the answer."""
 
 
-def offered_tools(
-    tools: Sequence[ToolDefinition], settings: ModelSettings | None
-) -> tuple[ToolDefinition, ...]:
-    """The tools a JSON-protocol request lists, under ``settings.tool_choice``.
-
-    ``"none"`` lists none (the request is then a plain one), a tool's name only that tool.
-
-    Raises:
-        UserError: When the choice names a tool not among `tools`.
-    """
-    return tool_choice.offered(tool_choice.resolve(settings, tools), tools)
-
-
-def protocol_tools(
-    tools: Sequence[ToolDefinition], settings: ModelSettings | None
-) -> tuple[ToolDefinition, ...] | None:
-    """The tools a JSON-protocol request lists, or `None` when the request needs no protocol.
-
-    A request with tools uses the protocol also under ``tool_choice="none"``: it lists no
-    tools then, and the reply is a ``response`` object, read like every other reply (the
-    conversation's earlier rounds are in the protocol's form, and so is the answer).
-    """
-    return offered_tools(tools, settings) if tools else None
-
-
 def system_prompt(
     system: str | None, tools: Sequence[ToolDefinition], choice: str | None = None
 ) -> str:
     """The system prompt of a JSON-protocol request: `system`, then the protocol and tools.
 
     `choice` (``ModelSettings.tool_choice``) ``"required"`` or a tool's name adds that this
-    reply must be a tool call; list the tools `offered_tools` gives. Without tools (under
-    ``"none"``) the reply must be an answer.
+    reply must be a tool call; `tools` are those the request offers (`ModelRequest.offered`).
+    Without tools (under ``"none"``) the reply must be an answer.
     """
     if not tools:
         protocol = _ANSWER_ONLY

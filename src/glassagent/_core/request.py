@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from glassagent._core import tool_choice
@@ -24,7 +25,12 @@ class ModelRequest:
     written against ``chat(messages, tools, system, *, settings)`` keeps working: the
     agent's request reaches it as those four arguments.
 
-    Build one with `ModelRequest.build`, which checks the choice against the tools.
+    The choice and the offered tools are worked out once, when the request is made (also by
+    ``dataclasses.replace``), and checked against the tools.
+
+    Raises:
+        UserError: When ``settings.tool_choice`` names a tool that is not among `tools`, or
+            is ``"required"`` without tools.
     """
 
     messages: tuple[Message, ...]
@@ -35,12 +41,21 @@ class ModelRequest:
     """The system instructions, if any."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """The call's settings."""
-    tool_choice: str | None = None
+    tool_choice: str | None = field(init=False)
     """The checked choice: `None` without tools or without a choice, else ``"auto"``,
-    ``"required"``, ``"none"`` or one tool's name."""
-    offered: tuple[ToolDefinition, ...] = ()
+    ``"required"``, ``"none"`` or one tool's name (worked out from `settings` and `tools`)."""
+    offered: tuple[ToolDefinition, ...] = field(init=False)
     """The tools the model may call under `tool_choice` (``"none"``: none; a name: that
     one), for wires without a choice field of their own."""
+
+    def __post_init__(self) -> None:
+        if self.tools or self.settings.tool_choice is not None:
+            choice = tool_choice.resolve(self.settings, self.tools)
+            offered = tool_choice.offered(choice, self.tools)
+        else:  # nothing to choose from, nothing chosen
+            choice, offered = None, ()
+        object.__setattr__(self, "tool_choice", choice)
+        object.__setattr__(self, "offered", offered)
 
     @classmethod
     def build(
@@ -50,7 +65,7 @@ class ModelRequest:
         system: str | None = None,
         settings: ModelSettings | None = None,
     ) -> ModelRequest:
-        """A request with its tool choice resolved and checked against its tools.
+        """A request from the arguments of `BaseLLMClient.chat` (sequences become tuples).
 
         Args:
             messages: The conversation so far, oldest first.
@@ -62,16 +77,11 @@ class ModelRequest:
             UserError: When ``settings.tool_choice`` names a tool that is not among `tools`,
                 or is ``"required"`` without tools.
         """
-        settings = settings if settings is not None else _NO_SETTINGS
-        tools = tuple(tools)
-        choice = tool_choice.resolve(settings, tools)
         return cls(
             messages=tuple(messages),
-            tools=tools,
+            tools=tuple(tools),
             system=system,
-            settings=settings,
-            tool_choice=choice,
-            offered=tool_choice.offered(choice, tools),
+            settings=settings if settings is not None else _NO_SETTINGS,
         )
 
     @property
@@ -80,5 +90,7 @@ class ModelRequest:
         return self.settings.output_schema
 
     def with_messages(self, messages: Sequence[Message]) -> ModelRequest:
-        """This request with other messages (attachments prepared, history trimmed)."""
-        return replace(self, messages=tuple(messages))
+        """This request with other messages (attachments prepared); the choice is kept."""
+        request = copy.copy(self)
+        object.__setattr__(request, "messages", tuple(messages))
+        return request

@@ -220,13 +220,13 @@ class Reader(WireReader):
 
     def decode(self, data: str) -> Any:
         """One NDJSON line, parsed; a malformed one raises `ResponseParseError`."""
-        try:
-            return shapes.loads(data)
-        except ValueError:
-            shown = redact(data, self.secret)[:200]
-            raise ResponseParseError(
-                f"Ollama sent a malformed stream line: {shown!r}", provider=self.provider
-            ) from None
+        ok, value = shapes.parse_json(data)
+        if ok:
+            return value
+        shown = redact(data, self.secret)[:200]  # raised outside any handler: no context
+        raise ResponseParseError(  # holds the line, key and all
+            f"Ollama sent a malformed stream line: {shown!r}", provider=self.provider
+        )
 
     @property
     def ended(self) -> bool:

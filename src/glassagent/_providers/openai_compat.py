@@ -167,10 +167,6 @@ class OpenAICompatibleClient(WireClient):
             raise ConfigurationError(
                 f"Unknown tool_protocol {tool_protocol!r}; use 'native' or 'json'."
             )
-        self.tool_protocol = tool_protocol
-        self.json_grammar = json_grammar
-        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
-        self._path = connection.path
         wire = OpenAIWire(
             connection.provider,
             connection.path,
@@ -198,12 +194,35 @@ class OpenAICompatibleClient(WireClient):
     def __repr__(self) -> str:
         return BaseLLMClient.__repr__(self)
 
+    wire: OpenAIWire
+    """How the client speaks chat completions (its path, tool protocol and grammar)."""
+
+    @property  # type: ignore[override]  # a class attribute of BaseLLMClient
+    def tool_protocol(self) -> Literal["native", "json"]:
+        """``native`` (the ``tools`` field) or ``json`` (the JSON tool protocol); settable."""
+        return "json" if self.wire.json_tools else "native"
+
+    @tool_protocol.setter
+    def tool_protocol(self, value: Literal["native", "json"]) -> None:
+        if value not in ("native", "json"):
+            raise ConfigurationError(f"Unknown tool_protocol {value!r}; use 'native' or 'json'.")
+        self.wire.json_tools = value == "json"
+
+    @property
+    def json_grammar(self) -> bool:
+        """Whether JSON-protocol replies are constrained to the protocol's JSON Schema."""
+        return self.wire.json_grammar
+
+    @json_grammar.setter
+    def json_grammar(self, value: bool) -> None:
+        self.wire.json_grammar = value
+
     async def _body(
         self, request: ModelRequest, *, stream: bool, limits: CallLimits
     ) -> tuple[dict[str, Any], bool]:
         """The body, and whether the reply is read by the JSON tool protocol (it has tools)."""
         body = self.wire.request_body(self.model, request, stream=stream)
-        return body, self.tool_protocol == "json" and bool(request.tools)
+        return body, self.wire.json_tools and bool(request.tools)
 
     def output_mode(self, *, tools: bool, settings: ModelSettings) -> OutputMode:
         """``native`` (``response_format`` with a ``json_schema``) unless the run has tools.

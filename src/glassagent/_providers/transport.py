@@ -66,7 +66,30 @@ def error_message(body: str) -> str | None:
 
 
 class HTTPTransport:
-    """Posts JSON to one base URL and maps failures onto `glassagent.errors`."""
+    """Posts JSON to one base URL and maps failures onto `glassagent.errors`.
+
+    `post_json` sends a body and returns the parsed answer; `stream` opens a streamed answer
+    and `line_batches` reads its lines. Every read is bounded by the call's `CallLimits`;
+    error statuses become typed errors (`error_for_status`, or the `status_hook`'s own), and
+    transport failures `ProviderUnavailableError`, always with the key masked, also in the
+    chained cause. A `WireClient` makes one; a provider rarely needs it directly.
+
+    Args:
+        provider: The provider's name, for errors.
+        base_url: The API root; request paths are appended to it.
+        headers: Headers of every request (the key's among them).
+        http_client: An ``httpx.AsyncClient`` to borrow (never closed here); by default one
+            is made and owned per event loop.
+        secret: The key, masked in every error.
+        start_hint: Added to the error of a connection that could not be made.
+        status_hook: Maps an error status and body to a provider-specific error, or `None`
+            for the standard one.
+        max_connections: Connections the owned pool opens at most (default 256).
+        fast_pool: Let the owned pool hand out connections without rescanning them all
+            (glassagent's `connection_pool`, on httpcore internals that are checked at
+            start); `False` keeps httpcore's own assignment, `None` follows
+            ``GLASSAGENT_FAST_POOL`` (on unless ``0``).
+    """
 
     def __init__(
         self,
@@ -326,10 +349,13 @@ def new_http_client(
 def _ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     """One verifying TLS context per CA location, shared by the owned clients.
 
-    httpx loads the CA bundle afresh for each client (tens of milliseconds); a context is
-    safe to share, and this one is made as httpx makes it: from ``SSL_CERT_FILE`` or
-    ``SSL_CERT_DIR`` when the client trusts the environment and they are set, else from
-    certifi's bundle.
+    httpx loads the CA bundle afresh for each client (tens of milliseconds). This one is made
+    as httpx makes it: from ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when the client trusts the
+    environment and they are set, else from certifi's bundle. Sharing it is safe because the
+    owned clients all speak HTTP/1.1 without client certificates: httpcore sets the same
+    ALPN protocols on it for each connection, and nothing else changes it. It is made once
+    per process and CA location, so a bundle edited later is not read again (a client given
+    ``http_client=`` makes its own choices).
     """
     import ssl
 

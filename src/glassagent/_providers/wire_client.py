@@ -10,14 +10,21 @@ bodies, and the JSON tool protocol for models without native tool calling.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing
-from functools import partial
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from glassagent._core import json_protocol
 from glassagent._core.client import BaseLLMClient
-from glassagent._core.errors import ProviderError, ResponseParseError
+from glassagent._core.errors import GlassAgentError, ProviderError, ResponseParseError
 from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     Attachment,
@@ -34,7 +41,7 @@ from glassagent._providers import capture, shapes
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.builder import ResponseBuilder
 from glassagent._providers.call import CallLimits, final_response, retrying
-from glassagent._providers.http import mask_key
+from glassagent._providers.http import mask_key, redact
 from glassagent._providers.sse import event_batches
 from glassagent._providers.transport import HTTPTransport
 
@@ -202,7 +209,7 @@ class WireClient(BaseLLMClient):
             secret=self._secret,
             start_hint=wire.start_hint,
             # the wire's method, not the client's: no cycle keeps a dropped client alive
-            status_hook=partial(wire.status_error, secret=self._secret),
+            status_hook=_status_hook(wire, self._secret),
             max_connections=max_connections,
             fast_pool=fast_pool,
         )
@@ -304,9 +311,11 @@ class WireClient(BaseLLMClient):
             made[:] = made or [await self._body(request, stream=False, limits=limits)]
             body, json_mode = made[0]
             raw = await self._transport.post_json(self.wire.path, body, limits)
-            reader = self.wire.reader(request, self._secret)
-            reader.read(raw)
-            yield self._finish(reader, body, raw, json_mode)
+            with masking(self._secret):
+                reader = self.wire.reader(request, self._secret)
+                reader.read(raw)
+                response = self._finish(reader, body, raw, json_mode)
+            yield response
 
         return await final_response(retrying(self, attempt, request.settings, streamed=False))
 
@@ -327,6 +336,15 @@ class WireClient(BaseLLMClient):
                 yield part
 
     async def _stream_once(
+        self, request: ModelRequest, limits: CallLimits, made: list[tuple[dict[str, Any], bool]]
+    ) -> AsyncGenerator[StreamPart, None]:
+        """One streamed attempt, with the key masked in any error a reader raises."""
+        with masking(self._secret):
+            async with aclosing(self._read_stream(request, limits, made)) as parts:
+                async for part in parts:
+                    yield part
+
+    async def _read_stream(
         self, request: ModelRequest, limits: CallLimits, made: list[tuple[dict[str, Any], bool]]
     ) -> AsyncGenerator[StreamPart, None]:
         """One streamed attempt: read the body to its end, yielding parts as they come."""
@@ -371,3 +389,30 @@ class WireClient(BaseLLMClient):
             events: list[_Event] = [(None, line) for line in lines_ if line.strip()]
             if events:
                 yield events
+
+
+@contextmanager
+def masking(secret: str | None) -> Iterator[None]:
+    """Mask `secret` in the message and body of any glassagent error raised in the block.
+
+    A reader quotes what it could not read, and a server may echo the key back in it.
+    """
+    try:
+        yield
+    except GlassAgentError as exc:
+        if secret:
+            exc.message = redact(exc.message, secret)
+            exc.args = (exc.message, *exc.args[1:])
+            body = getattr(exc, "body", None)
+            if isinstance(body, str):
+                exc.body = redact(body, secret)  # type: ignore[attr-defined]
+        raise
+
+
+def _status_hook(wire: Wire, secret: str | None) -> Callable[[int, str], ProviderError | None]:
+    """The transport's hook: the wire's own error for a status (a closure: no key in a repr)."""
+
+    def hook(status: int, body: str) -> ProviderError | None:
+        return wire.status_error(status, body, secret)
+
+    return hook

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from glassagent import __version__
+from glassagent.cli._logs import records_shown, same_screen
 from glassagent.cli._options import DoctorOptions, Options, ServeOptions, UsageError, parse
 from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
 from glassagent.cli._sandbox import doctor
@@ -76,15 +77,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def _run(options: Options | ServeOptions, errors: HumanView) -> int:
     if isinstance(options, ServeOptions):
         return await _serve(options, errors)
-    session = Session(options, _view(options, errors), errors)
-    read_dotenv(Path.cwd(), session.note)
-    try:
-        if options.command == "run":
-            return await run_once(session)
-        return await chat(session)
-    except asyncio.CancelledError:  # Ctrl-C while the session was being set up
-        session.fail("aborted")
-        return EXIT_ABORTED
+    view = _view(options, errors)
+    session = Session(options, view, errors)
+    shared = same_screen(sys.stdout, sys.stderr)  # JSON lines all end: no line to end there
+    screen = view if shared and isinstance(view, HumanView) else None
+    with records_shown(errors, screen):  # a record never starts amid the answer's line
+        read_dotenv(Path.cwd(), session.note)
+        try:
+            if options.command == "run":
+                return await run_once(session)
+            return await chat(session)
+        except asyncio.CancelledError:  # Ctrl-C while the session was being set up
+            session.fail("aborted")
+            return EXIT_ABORTED
 
 
 async def _serve(options: ServeOptions, errors: HumanView) -> int:

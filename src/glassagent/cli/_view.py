@@ -214,6 +214,17 @@ class HumanView:
         self.out.write(line, "dim")
         self._status = True
 
+    def end_line(self) -> None:
+        """End the line in progress and clear the status line: the screen is at a line start.
+
+        Called before another stream (standard error) writes a line to the same screen.
+        """
+        if self._status:
+            self.out.control("\r\x1b[K")
+            self._status = False
+        if self._column:
+            self._put("\n")
+
     def _line(self, text: str, style: str | None = None) -> None:
         """`text` on a line of its own."""
         self._stream = None

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from glassagent.errors import UserError
-from glassagent.llm import ProviderOptions
+from glassagent.llm import Message, ProviderOptions
 from glassagent.providers import add_unset, check_mapping, check_number, check_text
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 SUMMARIES = ("auto", "concise", "detailed")
+RESPONSE_ID = "response_id"
+"""`LLMResponse.provider_metadata` key of the response's id (for ``previous_response_id``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +37,12 @@ class ResponsesOptions(ProviderOptions):
     reasoning comes back encrypted, so it can still be sent back with the next request."""
     previous_response_id: str | None = None
     """Continue from a stored response: the ``"response_id"`` of an earlier answer's
-    `LLMResponse.provider_metadata`."""
+    `LLMResponse.provider_metadata`. OpenAI already holds the conversation up to that answer,
+    so only the messages after its assistant turn are sent as ``input``: the new user
+    message and the tool results since. That turn is found by its ``"response_id"``; when
+    no turn carries it, it is the last assistant turn without one (with none, every message
+    is sent). The ``instructions`` (the system prompt) are sent every time, as OpenAI does
+    not carry them over."""
     top_p: float | None = None
     """Nucleus sampling: only the most likely tokens adding up to this probability (0 to 1)."""
     extra_body: Mapping[str, Any] | None = None
@@ -52,6 +59,16 @@ class ResponsesOptions(ProviderOptions):
         check_text("ResponsesOptions", "previous_response_id", self.previous_response_id)
         check_number("ResponsesOptions", "top_p", self.top_p, 0, 1)
         check_mapping("ResponsesOptions", "extra_body", self.extra_body)
+
+    def unseen(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """The messages to send: with `previous_response_id`, those after its turn."""
+        if self.previous_response_id is None:
+            return messages
+        turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        ids = {i: messages[i].provider_metadata.get(RESPONSE_ID) for i in turns}
+        cut = [i for i in turns if ids[i] == self.previous_response_id]
+        cut = cut or [i for i in turns if not ids[i]]  # a turn of another response is newer
+        return messages[(cut or [-1])[-1] + 1 :]
 
     def add_to(self, body: dict[str, Any]) -> None:
         """Put these options into a request `body`, refusing a field it already has.

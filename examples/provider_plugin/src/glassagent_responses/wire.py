@@ -38,19 +38,19 @@ from glassagent.providers import (
     text_field,
     token_count,
 )
-from glassagent_responses.options import ResponsesOptions
+from glassagent_responses.options import RESPONSE_ID, ResponsesOptions
 
 PROVIDER = "openai_responses"
 STOP_REASONS: dict[str, StopReason] = {
     "completed": "end_turn",
     "max_output_tokens": "max_tokens",
     "content_filter": "content_filter",
+    "refusal": "content_filter",
 }
-"""A response's ``status``, or the ``incomplete_details.reason`` of an incomplete one."""
+"""A response's ``status``, the ``incomplete_details.reason`` of an incomplete one, or
+``refusal`` for a completed one the model refused (as Anthropic's ``refusal`` reads)."""
 REASONING = "responses_reasoning"
 """`LLMResponse.provider_metadata` key of the answer's reasoning items, sent back next time."""
-RESPONSE_ID = "response_id"
-"""`LLMResponse.provider_metadata` key of the response's id (for ``previous_response_id``)."""
 _KEPT = ("type", "id", "summary", "encrypted_content")
 
 
@@ -61,9 +61,10 @@ def input_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The conversation as ``input`` items: messages, function calls and their outputs."""
     items: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "tool":
-            output = {"call_id": message.tool_call_id, "output": message.content}
-            items.append({"type": "function_call_output", **output})
+        if message.role == "tool":  # a tool's attachments make its output a list of parts
+            output = input_parts(message) if message.attachments else message.content
+            call_output = {"call_id": message.tool_call_id, "output": output}
+            items.append({"type": "function_call_output", **call_output})
         elif message.role == "assistant":
             items += [dict(item) for item in message.provider_metadata.get(REASONING, ())]
             if message.content:
@@ -73,12 +74,16 @@ def input_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 call_item = {"call_id": call.id, "name": call.name, "arguments": arguments}
                 items.append({"type": "function_call", **call_item})
         elif message.attachments:
-            content = [{"type": "input_text", "text": message.content}] if message.content else []
-            content += [attachment_part(a) for a in message.attachments]
-            items.append({"role": message.role, "content": content})
+            items.append({"role": message.role, "content": input_parts(message)})
         else:
             items.append({"role": message.role, "content": message.content})
     return items
+
+
+def input_parts(message: Message) -> list[dict[str, Any]]:
+    """A message's text and attachments as input parts."""
+    text = [{"type": "input_text", "text": message.content}] if message.content else []
+    return text + [attachment_part(a) for a in message.attachments]
 
 
 def attachment_part(attachment: Attachment) -> dict[str, Any]:
@@ -103,6 +108,7 @@ def function_tool(tool: ToolDefinition) -> dict[str, Any]:
         "name": tool.name,
         "description": tool.description,
         "parameters": dict(tool.parameters),
+        "strict": False,  # left out, it is True: every optional field would become required
     }
 
 
@@ -136,6 +142,9 @@ def add_settings(body: dict[str, Any], settings: ModelSettings) -> None:
 class ResponsesReader(WireReader):
     """Reads one answer: a ``response`` object, or the events of its stream."""
 
+    refused = False
+    """Whether a refusal was read: it is the answer's text, which stops for ``content_filter``."""
+
     def read(self, body: Any) -> None:
         """Read the ``response`` object of a request without ``stream``."""
         response = self._object(body, "a body")
@@ -150,6 +159,7 @@ class ResponsesReader(WireReader):
         where = f"a {kind} event"
         part: StreamPart | None = None
         if kind in ("response.output_text.delta", "response.refusal.delta"):
+            self.refused = self.refused or kind == "response.refusal.delta"
             part = self.builder.text(self._text(event, "delta", where))
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             part = self.builder.thinking(self._text(event, "delta", where))
@@ -173,9 +183,10 @@ class ResponsesReader(WireReader):
         if kind == "function_call":
             self._call(index, item)
         for part in self._list(item, "content", where) + self._list(item, "summary", where):
-            if part.get("type") in ("output_text", "refusal"):
-                text = self._text(part, "text", "a content part")
-                self.builder.text(text or self._text(part, "refusal", "a content part"))
+            if (part_type := part.get("type")) in ("output_text", "refusal"):
+                self.refused = self.refused or part_type == "refusal"
+                key = "text" if part_type == "output_text" else "refusal"
+                self.builder.text(self._text(part, key, "a content part"))
             elif part.get("type") in ("summary_text", "reasoning_text") and kind == "reasoning":
                 self.builder.thinking(self._text(part, "text", "a content part"))
 
@@ -194,6 +205,8 @@ class ResponsesReader(WireReader):
             raise self._failure(self._object(response.get("error") or {}, "an error"))
         details = response.get("incomplete_details")
         reason = optional_text(details.get("reason")) if isinstance(details, dict) else None
+        if status == "completed" and self.refused:
+            status = "refusal"  # the raw stop reason of a refused answer
         self.builder.finish(reason if status == "incomplete" and reason else status)
         self.builder.usage = _usage(response.get("usage"))
         self.builder.set_model(optional_text(response.get("model")))
@@ -265,7 +278,9 @@ class ResponsesWire(Wire):
 
     def request_body(self, model: str, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The ``POST /responses`` body of `request`."""
-        body: dict[str, Any] = {"model": model, "input": input_items(request.messages)}
+        options = ResponsesOptions.from_settings(request.settings, PROVIDER)
+        messages = options.unseen(request.messages) if options else request.messages
+        body: dict[str, Any] = {"model": model, "input": input_items(messages)}
         if request.system:
             body["instructions"] = request.system
         if request.tools:
