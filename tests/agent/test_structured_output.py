@@ -402,6 +402,7 @@ def test_run_sync_returns_the_typed_output() -> None:
 # ---- typing ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_output_type_checks_with_mypy_strict() -> None:
     typing_file = Path(__file__).with_name("typing_structured_output.py")
     done = subprocess.run(

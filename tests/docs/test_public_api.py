@@ -88,6 +88,7 @@ def _homes(*modules: str) -> dict[str, str]:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_exported_names_carry_their_public_module_whatever_was_imported() -> None:
     everything = _homes(*PUBLIC_MODULES)
     for name in PUBLIC_MODULES:  # each face imported alone gives the same answer

@@ -274,6 +274,7 @@ async def test_an_error_in_the_body_still_stops_the_server(tmp_path: Path) -> No
     assert gone(pids[0])
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_terminate_is_killed(tmp_path: Path) -> None:
     server = LocalServer(gguf(tmp_path, "m.gguf"))
     server.start()

@@ -133,6 +133,7 @@ async def ask(server: WarmServer) -> str:
 # -- discovery and reuse -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_commands_share_one_server_that_keeps_running(
     run: Path, model: Path, tmp_path: Path
 ) -> None:
@@ -190,6 +191,7 @@ async def test_other_settings_replace_an_unused_server(run: Path, model: Path) -
     assert not alive(new)
 
 
+@pytest.mark.slow
 async def test_a_server_in_use_is_never_stopped_for_other_settings(
     run: Path, model: Path, tmp_path: Path
 ) -> None:
@@ -206,6 +208,7 @@ async def test_a_server_in_use_is_never_stopped_for_other_settings(
         assert warm_pids(run) == [server.pid]
 
 
+@pytest.mark.slow
 def test_concurrent_starts_make_one_server(run: Path, model: Path) -> None:
     code = (
         "import asyncio, sys\n"
@@ -328,6 +331,7 @@ async def test_an_idle_server_stops_itself(run: Path, model: Path) -> None:
     assert "idle, stopping" in (run / "glassagent" / "server.log").read_text()
 
 
+@pytest.mark.slow
 async def test_a_server_whose_run_folder_is_removed_stops(run: Path, model: Path) -> None:
     async with WarmServer(model, keep_alive=600) as server:
         pid = server.pid
@@ -335,6 +339,7 @@ async def test_a_server_whose_run_folder_is_removed_stops(run: Path, model: Path
     assert wait_until(lambda: not alive(pid))
 
 
+@pytest.mark.slow
 async def test_a_lease_keeps_it_running_past_the_keep_alive(run: Path, model: Path) -> None:
     async with WarmServer(model, keep_alive=0.3) as server:
         pid = server.pid
@@ -348,6 +353,7 @@ async def test_a_lease_keeps_it_running_past_the_keep_alive(run: Path, model: Pa
     assert wait_until(lambda: not alive(pid))
 
 
+@pytest.mark.slow
 async def test_the_latest_use_sets_the_keep_alive(run: Path, model: Path) -> None:
     async with WarmServer(model, keep_alive=600) as server:
         pid = server.pid
@@ -356,6 +362,7 @@ async def test_the_latest_use_sets_the_keep_alive(run: Path, model: Path) -> Non
     assert wait_until(lambda: not alive(pid))
 
 
+@pytest.mark.slow
 def test_a_changed_model_file_stops_an_unused_server(run: Path, model: Path) -> None:
     async def start() -> int:
         async with WarmServer(model) as server:
@@ -383,6 +390,7 @@ def test_the_keep_alive_comes_from_the_environment(monkeypatch: pytest.MonkeyPat
         WarmServer(keep_alive=0)
 
 
+@pytest.mark.slow
 def test_keep_alive_zero_starts_and_stops_a_server_per_command(
     run: Path, model: Path, tmp_path: Path
 ) -> None:

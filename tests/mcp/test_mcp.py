@@ -129,6 +129,7 @@ async def test_a_server_that_exits_at_once_is_a_start_error(quiet: TextIO) -> No
     assert time.monotonic() - started < 20  # not the 30 s start timeout
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_answers_times_out_and_is_stopped(
     quiet: TextIO, tmp_path: Path
 ) -> None:

@@ -24,6 +24,7 @@ DIGITS = "0123456789" * 10_000  # the test server's texts start so
 FIVE_MB = 5_000_000
 
 
+@pytest.mark.slow
 async def test_a_5_mb_result_reaches_the_model_cut_to_its_start_with_a_note(
     quiet: TextIO,
 ) -> None:

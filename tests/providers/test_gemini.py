@@ -106,6 +106,7 @@ def test_missing_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
         GeminiClient(api_key=KEY)
 
 
+@pytest.mark.slow
 def test_import_glassagent_does_not_import_google_genai() -> None:
     code = (
         "import sys, glassagent, glassagent.llm\n"

@@ -26,6 +26,7 @@ from tests.support.docs import fenced_blocks
 PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "provider_plugin"
 
 
+@pytest.mark.slow
 def test_the_plugin_passes_its_own_tests_and_the_contract_suite() -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

@@ -51,6 +51,7 @@ def test_a_served_process_streams_a_turn_and_stops(
     assert sent["messages"][-1]["content"] == "Hi"
 
 
+@pytest.mark.slow
 def test_the_invoke_benchmark_runs() -> None:
     bench = TESTS.parents[1] / "bench" / "invoke_bench.py"
     args = ["--requests", "20", "--single-requests", "10", "--concurrency", "4", "--rounds", "1"]

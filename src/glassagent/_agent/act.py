@@ -82,6 +82,7 @@ class Acting:
         self._host: Host | None = None
         self._contexts: list[ToolContext[Any]] = []
         self._cancelling = False
+        self._seen: dict[str, int] = {}  # how often each call id came, for idempotency keys
 
     @property
     def _config(self) -> RunConfig:
@@ -190,6 +191,8 @@ class Acting:
                 self._emit(ToolProgressEvent, tool=call.name, message=message, call_id=call.id)
 
         config = self._config
+        seen = self._seen[call.id] = self._seen.get(call.id, 0) + 1
+        key = f"{self._run_id}:{call.id}" + (f":{seen}" if seen > 1 else "")
         ctx: ToolContext[Any] = ToolContext(
             call_id=call.id,
             run_id=self._run_id,
@@ -202,6 +205,7 @@ class Acting:
             system_prompt=config.system,
             tools=config.tools,
             host=config.host,
+            idempotency_key=key,
         )
         self._contexts.append(ctx)
         return ctx
@@ -238,8 +242,12 @@ class Acting:
     async def _execute(self, prepared: Prepared) -> ToolResult:
         call = prepared.call
         started = time.perf_counter()
+        timeout = self._config.tool_timeout
+        step = self._config.tool_step
         try:
-            return await run_prepared(prepared, default_timeout=self._config.tool_timeout)
+            if step is None:
+                return await run_prepared(prepared, default_timeout=timeout)
+            return await step(prepared, lambda: run_prepared(prepared, default_timeout=timeout))
         except ToolInterrupted as interrupted:  # abort the run; its consumer gets it back
             reason = f"interrupted: tool {call.name!r} raised KeyboardInterrupt"
             if self._host is not None:

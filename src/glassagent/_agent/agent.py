@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -35,6 +36,7 @@ from glassagent._tools.tool import Tool, check_approval_rule
 from glassagent._tools.wrap import as_tool
 
 if TYPE_CHECKING:
+    from glassagent._agent.config import ToolStep
     from glassagent._agent.hook import OnEvent
     from glassagent._core.output import OutputMode
     from glassagent._core.record.redact import Redact
@@ -380,6 +382,26 @@ class Agent(Generic[DepsT, OutputT]):
             stop_repeats=self.stop_repeats,
             host=MappingProxyType(dict(host)) if host else None,
         )
+
+    def _run_steps(
+        self,
+        prompt: str,
+        *,
+        history: History | None,
+        run_id: str,
+        client: Callable[[BaseLLMClient], BaseLLMClient],
+        tool_step: ToolStep,
+    ) -> AgentRun[OutputT]:
+        """A run with the id `run_id` whose model and tool calls go through steps.
+
+        For `glassagent.durable`: `client` wraps the agent's client (its calls become
+        checkpointed steps) and `tool_step` runs each tool call (`RunConfig.tool_step`).
+        """
+        thread = conversation(None, history)
+        thread.append(prompt_message(prompt, ()))
+        config = self._configure(history, False, None, None, False, None)
+        config = replace(config, client=client(config.client), tool_step=tool_step)
+        return AgentRun(config, thread, run_id=run_id)
 
     def run_sync(
         self,

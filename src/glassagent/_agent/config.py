@@ -6,9 +6,9 @@ turn to a history after it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from glassagent._agent.output import OutputSpec, Plan, final_tool, instructions
 from glassagent._core.errors import ConfigurationError, HistoryAppendError
@@ -19,10 +19,17 @@ if TYPE_CHECKING:
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolDefinition
     from glassagent._core.record.redact import Redact
-    from glassagent._core.result import RunResult
+    from glassagent._core.result import RunResult, ToolResult
     from glassagent._history.tree import History
     from glassagent._tools.context_tools import ContextSettings, ContextTool
+    from glassagent._tools.execute import Prepared
     from glassagent._tools.tool import ApprovalPolicy, Tool
+
+ToolStep: TypeAlias = (
+    "Callable[[Prepared, Callable[[], Awaitable[ToolResult]]], Awaitable[ToolResult]]"
+)
+"""``step(prepared, execute)``: runs one prepared tool call by awaiting ``execute()``, or
+returns the result it recorded for that call before (a durable run's checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class RunConfig:
     """Make the model answer after it repeated its previous round of calls."""
     host: Mapping[str, Any] | None = None
     """What the application told the run for its tools (``ToolContext.host``)."""
+    tool_step: ToolStep | None = None
+    """How each approved tool call is executed, when not directly (a durable run's step)."""
 
 
 def append_turn(config: RunConfig, result: RunResult[Any]) -> None:

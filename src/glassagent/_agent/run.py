@@ -81,8 +81,9 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         conversation: list[Message],
         *,
         resume: tuple[tuple[ToolCall, ...], Mapping[str, Answer]] | None = None,
+        run_id: str | None = None,
     ) -> None:
-        self.run_id: str = uuid.uuid4().hex
+        self.run_id: str = run_id or uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
         self._config = config
         self._conversation = conversation

@@ -73,6 +73,7 @@ class ToolContext(Generic[DepsT]):
     __slots__ = (
         "_abort_event",
         "_abort_flag",
+        "_inner_calls",
         "_loop",
         "_loop_thread",
         "_on_progress",
@@ -80,6 +81,7 @@ class ToolContext(Generic[DepsT]):
         "call_id",
         "deps",
         "host",
+        "idempotency_key",
         "model",
         "run_id",
         "settings",
@@ -103,11 +105,18 @@ class ToolContext(Generic[DepsT]):
         system_prompt: str | None = None,
         tools: Mapping[str, Tool] | None = None,
         host: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         self.call_id: str = call_id
         """Id of the tool call being executed."""
         self.run_id: str = run_id
         """Id of the agent run."""
+        self.idempotency_key: str = idempotency_key or f"{run_id}:{call_id}"
+        """A key unique to this call within all runs: ``"<run_id>:<call_id>"`` (with the
+        call's ordinal appended, as ``:2``, when the model reused a call id in the run).
+        A durable run (`glassagent.durable`) gives a call the same key when it runs the call
+        again after a crash; pass it to the systems the tool changes (an ``Idempotency-Key``
+        header, a unique column), so that a repeated call does not act twice."""
         self.tool_name: str = tool_name
         """Name of the tool being executed."""
         self.deps: DepsT = deps
@@ -130,6 +139,7 @@ class ToolContext(Generic[DepsT]):
         self._tools = tools if tools is not None else _NO_HOST
         self._abort_event = asyncio.Event()
         self._abort_flag: threading.Event | None = None
+        self._inner_calls = 0  # the calls made through `tool_loader`, for their keys
 
     @property
     def execution_id(self) -> str:
@@ -314,6 +324,7 @@ class ToolLoader(Mapping[str, "Tool"]):
         """Run the tool `name` with `arguments`; failures come back as an error result."""
         parent = self._ctx
         call = ToolCall(f"{parent.call_id}.{next(_NUMBERS)}", name, dict(arguments))
+        parent._inner_calls += 1
         tool = self._tools.get(name)
         ctx: ToolContext[Any] = ToolContext(
             call_id=call.id,
@@ -327,6 +338,7 @@ class ToolLoader(Mapping[str, "Tool"]):
             system_prompt=parent.system_prompt,
             tools=self._tools,
             host=parent.host,
+            idempotency_key=f"{parent.idempotency_key}.{parent._inner_calls}",
         )
         prepared = prepare_call(tool, call, ctx, available=self._tools.keys())
         if isinstance(prepared, ToolResult):

@@ -1,0 +1,1 @@
+"""Durable runs on DBOS (public face: `glassagent.durable`); needs the ``durable`` extra."""

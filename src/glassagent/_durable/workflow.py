@@ -1,0 +1,115 @@
+"""The durable run as a DBOS workflow, and the agents this process runs durably, by name.
+
+A workflow's arguments are stored, so it takes plain data only: the agent's name, the run's
+id, the prompt and the history as its standard dict. It finds the `DurableAgent` by name in
+`AGENTS` (filled before DBOS launches, so a run recovered at launch finds it) and returns the
+run's result as JSON; a failed run raises `RunFailed`, whose ``data`` DBOS keeps as JSON
+(the portable serializer), so its status is ``ERROR``.
+
+DBOS keeps its registrations for the whole process: `register` makes the workflow and the
+steps once, under fixed names that a pending run's rows refer to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from glassagent._core.errors import GlassAgentError, RunError
+from glassagent._durable import codec
+from glassagent._durable.steps import STEPS, DurableClient, tool_step
+
+if TYPE_CHECKING:
+    from glassagent._agent.agent import Agent
+
+WORKFLOW = "glassagent.durable.run"
+"""The DBOS name of the run workflow (stored with every run: never change it)."""
+MODEL_STEP = "glassagent.durable.model_call"
+"""The DBOS name of a model call's step."""
+TOOL_STEP = "glassagent.durable.tool_call"
+"""The DBOS name of a tool call's step."""
+
+
+@dataclass
+class Durable:
+    """A durable agent as its runs see it: the agent, and the runs this process executes."""
+
+    agent: Agent[Any, Any]
+    running: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+AGENTS: dict[str, Durable] = {}
+"""The durable agents of this process, by name (one at a time: DBOS is one per process)."""
+
+RunWorkflow = Callable[
+    [str, str, str, "dict[str, Any] | None"], Coroutine[Any, Any, dict[str, Any]]
+]
+
+_workflow: RunWorkflow | None = None
+
+
+class RunFailed(Exception):
+    """A durable run ended with an error: ``data`` holds the error and the partial result."""
+
+    def __init__(self, message: str, data: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.data = data
+
+
+def register() -> RunWorkflow:
+    """Make the workflow and the steps DBOS functions (once per process); the workflow."""
+    global _workflow
+    if _workflow is None:
+        from dbos import DBOS
+
+        STEPS.model_call = DBOS.step(name=MODEL_STEP)(STEPS.model_call)
+        STEPS.tool_call = DBOS.step(name=TOOL_STEP)(STEPS.tool_call)
+        _workflow = cast("RunWorkflow", DBOS.workflow(name=WORKFLOW)(run_workflow))
+    return _workflow
+
+
+async def run_workflow(
+    name: str, run_id: str, prompt: str, history: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One run of the durable agent `name`, as a workflow whose id is `run_id`.
+
+    Raises:
+        RunFailed: When the run fails, with the error and its partial result.
+        RunError: When this process has no durable agent of that name.
+    """
+    durable = AGENTS.get(name)
+    if durable is None:
+        raise RunError(f"No durable agent named {name!r} runs in this process.")
+    task = asyncio.current_task()
+    if task is not None:  # cancelled when the agent's context exits: the run stays pending
+        durable.running.add(task)
+    try:
+        return await _run(durable, run_id, prompt, history)
+    finally:
+        if task is not None:
+            durable.running.discard(task)
+
+
+async def _run(
+    durable: Durable, run_id: str, prompt: str, history: dict[str, Any] | None
+) -> dict[str, Any]:
+    from glassagent._history.tree import History
+
+    agent = durable.agent
+    spec = agent._output
+    try:
+        thread = History.from_dict(history) if history is not None else None
+        run = agent._run_steps(
+            prompt, history=thread, run_id=run_id, client=DurableClient, tool_step=tool_step
+        )
+        result = await run
+    except GlassAgentError as exc:
+        partial = exc.result
+        data = {
+            "error": codec.error_dict(exc),
+            "result": codec.result_dict(partial, spec) if partial is not None else None,
+        }
+        raise RunFailed(str(exc), data) from exc
+    return codec.result_dict(result, spec)
