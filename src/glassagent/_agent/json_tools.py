@@ -9,13 +9,12 @@ never changed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from glassagent._core import json_protocol
-from glassagent._core.client import BaseLLMClient, send_request, stream_request
+from glassagent._core.client import BaseLLMClient, RequestClient, send_request, stream_request
 from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     LLMResponse,
@@ -26,7 +25,6 @@ from glassagent._core.messages import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
-    ToolDefinition,
     ToolProtocol,
 )
 from glassagent._core.request import ModelRequest
@@ -60,7 +58,7 @@ def protocol_request(request: ModelRequest) -> ModelRequest:
     )
 
 
-class JsonToolsClient(BaseLLMClient):
+class JsonToolsClient(RequestClient):
     """`inner`, with tools offered by the JSON tool protocol instead of natively."""
 
     tool_protocol: ToolProtocol = "json"
@@ -74,32 +72,6 @@ class JsonToolsClient(BaseLLMClient):
     def profile(self) -> ModelProfile | None:
         """The wrapped client's profile."""
         return self.inner.profile
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """The wrapped client's answer, its protocol reply read into text and tool calls."""
-        return await self.send(ModelRequest.build(messages, tools, system, settings))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Stream the wrapped client's answer, its protocol reply read as it comes."""
-        request = ModelRequest.build(messages, tools, system, settings)
-        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
-        async with aclosing(parts):
-            async for part in parts:
-                yield part
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """The wrapped client's answer to `protocol_request`, read into text and tool calls."""

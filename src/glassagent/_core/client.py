@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from glassagent._core.messages import (
     LLMResponse,
@@ -239,3 +240,66 @@ def _lowest(cls: type, new: str, old: str) -> str:
         if old in vars(klass):
             return old
     return new
+
+
+class RequestClient(BaseLLMClient):
+    """A client that takes whole `ModelRequest`s: `chat` and `stream` build one and hand it on.
+
+    A subclass implements `send` and `send_stream`; a call of `chat` or `stream` with the
+    four parts builds the request (resolving its tool choice) once and sends it.
+    """
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> LLMResponse:
+        """Send the conversation and return the complete answer (`send`).
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Generation settings for this call.
+        """
+        from glassagent._core.request import ModelRequest
+
+        return await self.send(ModelRequest.build(messages, tools, system, settings))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition] = (),
+        system: str | None = None,
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamPart]:
+        """Stream the answer (`send_stream`); closing this generator closes that one at once.
+
+        Args:
+            messages: The conversation so far, oldest first.
+            tools: Tools the model may call.
+            system: The system instructions, if any.
+            settings: Generation settings for this call.
+
+        Yields:
+            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
+        """
+        from glassagent._core.request import ModelRequest
+
+        request = ModelRequest.build(messages, tools, system, settings)
+        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
+        async with aclosing(parts):
+            async for part in parts:
+                yield part
+
+    @abstractmethod
+    async def send(self, request: ModelRequest) -> LLMResponse:
+        """Send one `ModelRequest` and return the complete answer."""
+
+    @abstractmethod
+    def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Stream the answer to one `ModelRequest`."""

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from glassagent._core.client import BaseLLMClient, stream_request
+from glassagent._core.client import BaseLLMClient, RequestClient, stream_request
 from glassagent._core.errors import GlassAgentError, ProviderError, RunError
 from glassagent._core.messages import (
     LLMResponse,
@@ -29,7 +29,6 @@ from glassagent._core.messages import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
-    ToolDefinition,
     ToolProtocol,
 )
 from glassagent._core.request import ModelRequest
@@ -174,7 +173,7 @@ async def tool_step(prepared: Prepared, execute: Callable[[], Awaitable[ToolResu
     return codec.tool_result_from(data["result"])
 
 
-class DurableClient(BaseLLMClient):
+class DurableClient(RequestClient):
     """`inner`, with each answer one checkpointed step of the durable run calling it."""
 
     def __init__(self, inner: BaseLLMClient) -> None:
@@ -195,29 +194,6 @@ class DurableClient(BaseLLMClient):
     def profile(self) -> ModelProfile | None:
         """The wrapped client's profile."""
         return self.inner.profile
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """The answer of `send_stream`, whole."""
-        return await self.send(ModelRequest.build(messages, tools, system, settings))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """`send_stream` of the request these four parts make."""
-        async for part in self.send_stream(ModelRequest.build(messages, tools, system, settings)):
-            yield part
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """The answer of `send_stream`, whole."""

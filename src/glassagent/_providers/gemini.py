@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextvars
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from glassagent._core.attachments import AttachmentPolicy
-from glassagent._core.client import BaseLLMClient
+from glassagent._core.client import RequestClient
 from glassagent._core.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -24,10 +24,8 @@ from glassagent._core.errors import (
 from glassagent._core.messages import (
     Attachment,
     LLMResponse,
-    Message,
     ModelSettings,
     StreamPart,
-    ToolDefinition,
 )
 from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
@@ -137,7 +135,7 @@ def _by_url(attachment: Attachment) -> bool:
     return True
 
 
-class GeminiClient(BaseLLMClient):
+class GeminiClient(RequestClient):
     """Google Gemini on the official ``google-genai`` SDK (install ``glassagent[gemini]``).
 
     All traffic goes through an ``httpx.AsyncClient`` (ours, or the one you pass), so it can be
@@ -286,32 +284,6 @@ class GeminiClient(BaseLLMClient):
             partial(models.generate_content, **body),
             partial(models.generate_content_stream, **body),
         )
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """Call ``generateContent`` and return the complete answer."""
-        return await self.send(ModelRequest.build(messages, tools, system, settings))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Call ``streamGenerateContent`` (SSE): deltas as they arrive, then the answer."""
-        request = ModelRequest.build(messages, tools, system, settings)
-        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
-        async with aclosing(parts):
-            async for part in parts:
-                yield part
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """Call ``generateContent`` with one `ModelRequest` and return the complete answer.

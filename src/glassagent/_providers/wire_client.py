@@ -17,24 +17,20 @@ from collections.abc import (
     Iterable,
     Iterator,
     Mapping,
-    Sequence,
 )
 from contextlib import aclosing, contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from glassagent._core import json_protocol
-from glassagent._core.client import BaseLLMClient
+from glassagent._core.client import RequestClient
 from glassagent._core.errors import GlassAgentError, ProviderError, ResponseParseError
 from glassagent._core.json_stream import ReplyStream, final_deltas, streamed_deltas
 from glassagent._core.messages import (
     Attachment,
     LLMResponse,
-    Message,
-    ModelSettings,
     StopReason,
     StreamPart,
     TextDelta,
-    ToolDefinition,
 )
 from glassagent._core.request import ModelRequest
 from glassagent._providers import capture, shapes
@@ -154,7 +150,7 @@ class Wire(ABC):
         return False
 
 
-class WireClient(BaseLLMClient):
+class WireClient(RequestClient):
     """A full client from a `Wire`: deadlines, stall timeout, retries, size limits, keys.
 
     Args:
@@ -249,54 +245,6 @@ class WireClient(BaseLLMClient):
         if self.record_wire:
             response = capture.attach(response, secret=self._secret, streamed=isinstance(raw, list))
         return json_protocol.read_response(response) if json_mode else response
-
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> LLMResponse:
-        """Send the conversation and return the complete answer (one HTTP request).
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
-        """
-        return await self.send(ModelRequest.build(messages, tools, system, settings))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition] = (),
-        system: str | None = None,
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamPart]:
-        """Stream the answer: text and thinking deltas, then the `LLMResponse`.
-
-        Closing this generator closes the HTTP response at once.
-
-        Args:
-            messages: The conversation so far, oldest first.
-            tools: Tools the model may call.
-            system: The system instructions, if any.
-            settings: Temperature, max tokens, stop sequences, time and size limits, retries.
-
-        Yields:
-            `ThinkingDelta` and `TextDelta` parts, then exactly one `LLMResponse`.
-
-        Raises:
-            ResponseParseError: For a malformed event or a stream that ends before the answer.
-        """
-        request = ModelRequest.build(messages, tools, system, settings)
-        parts = cast("AsyncGenerator[StreamPart, None]", self.send_stream(request))
-        async with aclosing(parts):
-            async for part in parts:
-                yield part
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """Send one `ModelRequest` and return the complete answer (one HTTP request).
