@@ -13,8 +13,9 @@ entering a durable agent does.
 """
 
 from glassagent._durable.agent import DurableAgent, DurableRun, DurableRunStatus
+from glassagent._durable.handle import DurableAgentRun
 from glassagent._public import publish
 
-__all__ = ["DurableAgent", "DurableRun", "DurableRunStatus"]
+__all__ = ["DurableAgent", "DurableAgentRun", "DurableRun", "DurableRunStatus"]
 
 publish(__name__, globals(), __all__)

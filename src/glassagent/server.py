@@ -14,8 +14,11 @@ serve(app, host="0.0.0.0", port=8000)
 ``POST /api/ai/invoke`` takes ``{"message", "model_id"?, "history"?, "chat_id"?,
 "append_to_history"?, "system_prompt"?, "tools_config"?: {"active_tools"}, "params"?,
 "max_iterations"?, "stream"?}`` and answers ``{"text", "status", "stop_reason", "usage",
-"cost", "iterations", "budget_exceeded"?, "chat_id"?, "history"?}``, or with
-``"stream": true`` one Server-Sent Event per run event. ``GET /api/ai/chats/{chat_id}``
+"cost", "iterations", "budget_exceeded"?, "approvals"?, "chat_id"?, "history"?}``, or with
+``"stream": true`` one Server-Sent Event per run event. A turn whose tool calls need a
+person's approval ends with ``"status": "awaiting_approval"`` and the calls in
+``approvals``; a request with ``"approvals": {"<call id>": true | false | "reason"}`` instead
+of a message resumes it. ``GET /api/ai/chats/{chat_id}``
 returns a stored chat to its owner, ``GET /api/ai/chats`` lists the user's chats, and
 ``GET /api/ai/health`` answers probes. ``GET /`` is a web page that chats with the agent and
 shows each step of a turn as it streams. Importing this module needs neither Starlette nor

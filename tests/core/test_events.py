@@ -296,3 +296,13 @@ def test_every_event_class_takes_its_fields_by_keyword_with_their_defaults() -> 
             cls(**{name: values[name] for name in sorted(required)[1:]})
         with pytest.raises(dataclasses.FrozenInstanceError):
             event.seq = 3  # type: ignore[misc]
+
+
+def test_only_a_replayed_event_carries_the_replayed_key() -> None:
+    live = ev.TextChunkEvent(run_id="r", seq=0, text="hi", is_follow_up=False)
+    replayed = dataclasses.replace(live, replayed=True)
+    assert "replayed" not in live.to_dict()  # the standard dict is unchanged
+    assert replayed.to_dict()["replayed"] is True
+    assert ev.parse_event(json.loads(json.dumps(replayed.to_dict()))) == replayed
+    assert ev.parse_event(live.to_dict()).replayed is False
+    assert live != replayed

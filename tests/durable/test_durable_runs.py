@@ -90,6 +90,23 @@ def no_secret_in(database: Path) -> None:
     assert b"Authorization" not in stored
 
 
+def replayed_then_live(streamed: list[dict[str, Any]], types: list[str]) -> None:
+    """The stream of the resumed run: the whole run, replayed up to the call killed in flight."""
+    assert [event["type"] for event in streamed] == types
+    assert [event["seq"] for event in streamed] == list(range(len(types)))
+    marks = [event.get("replayed", False) for event in streamed]
+    live = marks.index(False)
+    assert all(marks[:live])
+    assert not any(marks[live:])
+    # the finished steps were replayed: two model calls and the first tool; the second tool's
+    # request (emitted before the crash too) is the last replayed event, its result is live
+    assert types[:live].count("llm_response") == 2
+    assert streamed[live - 1]["type"] == "function_execution_start"
+    assert streamed[live]["type"] == "function_execution_complete"
+    assert streamed[live]["execution"]["call_id"] == "call_second"
+    assert all("replayed" not in event or event["replayed"] is True for event in streamed)
+
+
 def test_a_run_killed_in_its_second_tool_resumes_in_a_new_process(tmp_path: Path) -> None:
     database = tmp_path / "runs.sqlite"
     with LoopbackServer(model_reply) as server:
@@ -116,6 +133,7 @@ def test_a_run_killed_in_its_second_tool_resumes_in_a_new_process(tmp_path: Path
     ]
     same_as_plain(result["run-1"], plain_run(tmp_path))
     assert result["run-1"]["event_run_ids"] == ["run-1"]
+    replayed_then_live(result["events:run-1"], result["run-1"]["events"])
     assert result["probe"] == "blocked"
     assert json.loads((tmp_path / "blocked-result.json").read_text(encoding="utf-8")) == []
     no_secret_in(database)
@@ -218,6 +236,27 @@ async def test_an_uninterrupted_durable_run_is_the_plain_run(tmp_path: Path) -> 
     assert await asyncio.to_thread(lambda: "the loop's executor works") != ""
 
 
+async def test_a_durable_run_streams_its_events_live(tmp_path: Path) -> None:
+    durable = DurableAgent(
+        counting_agent([]), name="streamed", database_url=f"sqlite:///{tmp_path / 's.db'}"
+    )
+    async with durable:
+        run = durable.run("What is 1 + 2?", run_id="sum")
+        streamed = [event async for event in run]
+        result = await run
+        finished = durable.follow("sum")  # ran and ended: no events here, its result
+        late = [event async for event in finished]
+        again = await finished
+        dropped = durable.run("dropped")
+        with pytest.warns(RuntimeWarning, match="never awaited or iterated"):
+            del dropped  # the last reference: it is finalised at once
+    assert streamed == list(result.events)
+    assert [event.type for event in streamed][-1] == "complete"
+    assert not any(event.replayed for event in streamed)
+    assert late == []
+    assert again == result
+
+
 async def test_a_run_continues_a_history_and_leaves_it_as_it_was(tmp_path: Path) -> None:
     history = History()
     history.append(Message(role="user", content="Remember 7."))
@@ -286,9 +325,17 @@ def test_names_and_agents_a_durable_agent_refuses() -> None:
     for name in ("ab", "Has-Upper", "with space", "x" * 257):
         with pytest.raises(UserError, match="`name`"):
             DurableAgent(agent, name=name)
-    needs_approval = Agent(ScriptedClient([]), [], requires_approval=True)
-    with pytest.raises(UserError, match="approval"):
-        DurableAgent(needs_approval, name="approvals")
+
+    @tool(approver=lambda call: True)
+    def self_approved(n: int) -> str:
+        """Approved by its own approver."""
+        return str(n)
+
+    with pytest.raises(UserError, match="approvers of self_approved"):
+        DurableAgent(Agent(ScriptedClient([]), [self_approved]), name="approvals")
+    for timeout in (0, -1, float("nan"), True, "10"):
+        with pytest.raises(UserError, match="approval_timeout"):
+            DurableAgent(agent, name="approvals", approval_timeout=timeout)  # type: ignore[arg-type]
     secret = DurableAgent(agent, name="pg-bot", database_url="postgresql://bot:s3cret@127.0.0.1/db")
     assert "s3cret" not in repr(secret)
     assert "postgresql://bot:***@127.0.0.1/db" in repr(secret)

@@ -4,7 +4,8 @@ The model server (`model_reply`, served by a `LoopbackServer`) answers by how ma
 results the request carries: it asks for ``first``, then ``second``, then ``third``, then
 answers. Each tool appends a line to a side-effect log (`effects`); ``second`` kills its
 own process with SIGKILL the first time it runs (when the kill marker is absent). A worker
-(`start_worker`) runs `tests.support.durable_worker` in a fresh interpreter on a database.
+(`start_worker`) runs `tests.support.durable_worker` in a fresh interpreter on a database;
+`serve_worker` starts one that stays up, for several workers on one database.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,36 +107,75 @@ def make_agent(base_url: str, log: Path, kill_marker: Path | None = None) -> Age
     return Agent(client, [first, second, third], system="Do the steps one by one.")
 
 
+def worker_env(
+    mode: str,
+    *,
+    database: Path | None,
+    base_url: str,
+    folder: Path,
+    run_ids: Sequence[str],
+    kill: bool,
+    guard: bool,
+    database_url: str | None = None,
+    label: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The environment of a worker process (see `start_worker`)."""
+    if (database is None) == (database_url is None):
+        raise ValueError("give a worker either a SQLite `database` file or a `database_url`")
+    settings: dict[str, Any] = {
+        "mode": mode,
+        "database": database_url or f"sqlite:///{database}",
+        "base_url": base_url,
+        "folder": str(folder),
+        "run_ids": list(run_ids),
+        "kill": kill,
+        "guard": guard,
+    }
+    if label is not None:
+        settings["label"] = label
+    if options:
+        settings["options"] = dict(options)
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "DURABLE_TEST": json.dumps(settings),
+    }
+
+
 def start_worker(
     mode: str,
     *,
-    database: Path,
+    database: Path | None = None,
     base_url: str,
     folder: Path,
     run_ids: Sequence[str] = ("run-1",),
     kill: bool = False,
     guard: bool = True,
+    database_url: str | None = None,
+    label: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a worker process to its end: ``run`` runs, ``result`` waits, ``list`` lists.
 
-    It writes what it got to ``folder/<mode>.json``; with `guard`, every connection but the
-    model server's is refused and written to ``folder/blocked-<mode>.json``.
+    It writes what it got to ``folder/<label>.json`` (the label is the mode unless given);
+    with `guard`, every connection but the model server's (and a PostgreSQL
+    `database_url`'s) is refused and written to ``folder/blocked-<label>.json``. The
+    database is the SQLite file `database` or `database_url`; `options` are more
+    `DurableAgent` arguments (``executor_id``, ``takeover_after``...).
     """
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-        "DURABLE_TEST": json.dumps(
-            {
-                "mode": mode,
-                "database": f"sqlite:///{database}",
-                "base_url": base_url,
-                "folder": str(folder),
-                "run_ids": list(run_ids),
-                "kill": kill,
-                "guard": guard,
-            }
-        ),
-    }
+    env = worker_env(
+        mode,
+        database=database,
+        base_url=base_url,
+        folder=folder,
+        run_ids=run_ids,
+        kill=kill,
+        guard=guard,
+        database_url=database_url,
+        label=label,
+        options=options,
+    )
     return subprocess.run(
         [sys.executable, "-m", "tests.support.durable_worker"],
         cwd=folder,
@@ -144,6 +185,72 @@ def start_worker(
         timeout=WORKER_SECONDS,
         check=False,
     )
+
+
+def serve_worker(
+    label: str,
+    *,
+    database_url: str,
+    base_url: str,
+    folder: Path,
+    run_ids: Sequence[str] = ("run-1",),
+    options: Mapping[str, Any] | None = None,
+) -> subprocess.Popen[str]:
+    """Start a worker in ``serve`` mode, in the background; the caller stops it.
+
+    It writes ``folder/<label>.ready`` once entered (`wait_ready`), then waits for a line on
+    its stdin (`go`); then it waits for the results of `run_ids`, wherever they run, lists
+    the runs and the runs it took over, writes them to ``folder/<label>.json`` and ends.
+    Its stderr goes to ``folder/<label>.err``.
+    """
+    env = worker_env(
+        "serve",
+        database=None,
+        base_url=base_url,
+        folder=folder,
+        run_ids=run_ids,
+        kill=False,
+        guard=True,
+        database_url=database_url,
+        label=label,
+        options=options,
+    )
+    with (folder / f"{label}.err").open("w", encoding="utf-8") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.support.durable_worker"],
+            cwd=folder,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+
+
+def wait_ready(worker: subprocess.Popen[str], folder: Path, label: str) -> None:
+    """Wait until the serving worker `label` is entered (or fail with its stderr)."""
+    deadline = time.monotonic() + WORKER_SECONDS
+    while not (folder / f"{label}.ready").exists():
+        if worker.poll() is not None or time.monotonic() > deadline:
+            error = (folder / f"{label}.err").read_text(encoding="utf-8")
+            raise AssertionError(f"the worker {label} did not start: {error[-3000:]}")
+        time.sleep(0.05)
+
+
+def go(worker: subprocess.Popen[str]) -> None:
+    """Tell a serving worker to collect the results and end."""
+    assert worker.stdin is not None
+    worker.stdin.write("go\n")
+    worker.stdin.close()
+
+
+def stop(worker: subprocess.Popen[str]) -> None:
+    """End a worker still running (by its own handle) and reap it."""
+    if worker.poll() is None:
+        worker.kill()
+    worker.wait(timeout=WORKER_SECONDS)
+    if worker.stdin is not None and not worker.stdin.closed:
+        worker.stdin.close()
 
 
 def output(folder: Path, mode: str) -> Any:

@@ -137,6 +137,7 @@ class Acting:
         try:
             for state in states:
                 await self._plan(state, resumed)
+            await self._await_answers(states)
             running = [state for state in states if not state.pending]
             self._emit(FunctionExecutionStartEvent, count=len(running))
             tasks = {s.call.id: asyncio.create_task(self._call(s)) for s in running}
@@ -176,9 +177,39 @@ class Acting:
             state.pending = True
         else:
             self._gate.open(call)
+        if self._config.steps is None:  # a durable run announces them once they wait
+            self._announce(state)
+
+    def _announce(self, state: _Call) -> None:
+        tool = state.tool
+        assert tool is not None
         self._emit(
-            ApprovalRequiredEvent, call=call, tool_name=tool.display_name, ui_info=tool.ui_info
+            ApprovalRequiredEvent,
+            call=state.call,
+            tool_name=tool.display_name,
+            ui_info=tool.ui_info,
         )
+
+    async def _await_answers(self, states: list[_Call]) -> None:
+        """In a durable run, wait for the answers before any call starts (in one place).
+
+        The ``approval_required`` events come once the run waits: an answer given on seeing
+        one is taken.
+        """
+        steps = self._config.steps
+        if steps is None:
+            return
+        asking = [s for s in states if s.ask and not s.pending and not self._gate.given(s.call.id)]
+        if not asking:
+            return
+
+        def announce() -> None:
+            for state in asking:
+                self._announce(state)
+
+        answers = await steps.approvals(tuple(state.call for state in asking), announce)
+        for call_id, answer in answers.items():
+            self._gate.answer(call_id, answer)
 
     def _context(self, state: _Call) -> ToolContext[Any]:
         call, tool = state.call, state.tool
@@ -243,11 +274,12 @@ class Acting:
         call = prepared.call
         started = time.perf_counter()
         timeout = self._config.tool_timeout
-        step = self._config.tool_step
+        steps = self._config.steps
         try:
-            if step is None:
+            if steps is None:
                 return await run_prepared(prepared, default_timeout=timeout)
-            return await step(prepared, lambda: run_prepared(prepared, default_timeout=timeout))
+            execute = lambda: run_prepared(prepared, default_timeout=timeout)  # noqa: E731
+            return await steps.tool(prepared, execute)
         except ToolInterrupted as interrupted:  # abort the run; its consumer gets it back
             reason = f"interrupted: tool {call.name!r} raised KeyboardInterrupt"
             if self._host is not None:

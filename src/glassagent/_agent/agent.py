@@ -36,7 +36,7 @@ from glassagent._tools.tool import Tool, check_approval_rule
 from glassagent._tools.wrap import as_tool
 
 if TYPE_CHECKING:
-    from glassagent._agent.config import ToolStep
+    from glassagent._agent.config import RunSteps
     from glassagent._agent.hook import OnEvent
     from glassagent._core.output import OutputMode
     from glassagent._core.record.redact import Redact
@@ -390,17 +390,17 @@ class Agent(Generic[DepsT, OutputT]):
         history: History | None,
         run_id: str,
         client: Callable[[BaseLLMClient], BaseLLMClient],
-        tool_step: ToolStep,
+        steps: RunSteps,
     ) -> AgentRun[OutputT]:
         """A run with the id `run_id` whose model and tool calls go through steps.
 
         For `glassagent.durable`: `client` wraps the agent's client (its calls become
-        checkpointed steps) and `tool_step` runs each tool call (`RunConfig.tool_step`).
+        checkpointed steps) and `steps` runs each tool call and waits for approvals.
         """
         thread = conversation(None, history)
         thread.append(prompt_message(prompt, ()))
         config = self._configure(history, False, None, None, False, None)
-        config = replace(config, client=client(config.client), tool_step=tool_step)
+        config = replace(config, client=client(config.client), steps=steps)
         return AgentRun(config, thread, run_id=run_id)
 
     def run_sync(

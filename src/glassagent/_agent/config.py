@@ -14,10 +14,11 @@ from glassagent._agent.output import OutputSpec, Plan, final_tool, instructions
 from glassagent._core.errors import ConfigurationError, HistoryAppendError
 
 if TYPE_CHECKING:
+    from glassagent._agent.approval import Answer
     from glassagent._agent.budget import Budget
     from glassagent._agent.hook import OnEvent
     from glassagent._core.client import BaseLLMClient
-    from glassagent._core.messages import ModelSettings, ToolDefinition
+    from glassagent._core.messages import ModelSettings, ToolCall, ToolDefinition
     from glassagent._core.record.redact import Redact
     from glassagent._core.result import RunResult, ToolResult
     from glassagent._history.tree import History
@@ -30,6 +31,20 @@ ToolStep: TypeAlias = (
 )
 """``step(prepared, execute)``: runs one prepared tool call by awaiting ``execute()``, or
 returns the result it recorded for that call before (a durable run's checkpoint)."""
+
+
+@dataclass(frozen=True)
+class RunSteps:
+    """How a durable run's calls go through checkpointed steps (`glassagent.durable`)."""
+
+    tool: ToolStep
+    """Runs each approved tool call (or returns its recorded result)."""
+    approvals: Callable[[tuple[ToolCall, ...], Callable[[], None]], Awaitable[Mapping[str, Answer]]]
+    """``approvals(calls, announce)`` waits for the answers to the calls of one model answer
+    that need approval (or returns the recorded ones), calling ``announce()`` (which emits
+    their ``approval_required`` events) once they wait; the calls start once it returns."""
+    replaying: Callable[[], bool]
+    """Whether the run is replaying its finished steps: its events are marked replayed."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,9 @@ class RunConfig:
     """Make the model answer after it repeated its previous round of calls."""
     host: Mapping[str, Any] | None = None
     """What the application told the run for its tools (``ToolContext.host``)."""
-    tool_step: ToolStep | None = None
-    """How each approved tool call is executed, when not directly (a durable run's step)."""
+    steps: RunSteps | None = None
+    """How tool calls and approvals go through checkpointed steps (a durable run), when not
+    directly."""
 
 
 def append_turn(config: RunConfig, result: RunResult[Any]) -> None:

@@ -301,6 +301,9 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
     # ---- the driver --------------------------------------------------------------------
 
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        steps = self._config.steps
+        if steps is not None and steps.replaying():
+            fields["replayed"] = True
         event = event_type(run_id=self.run_id, seq=len(self._events), **fields)
         self._keep(event)  # stored, and handed to the live recorders and displays
         if self._queue is not None:

@@ -72,13 +72,20 @@ class BaseEvent:
     timestamp: float = field(default_factory=time.time, compare=False)
     """When the event was emitted, in seconds since the Unix epoch (`time.time`); not
     compared: two events that differ only in it are equal."""
+    replayed: bool = False
+    """Whether the event reports what a durable run did before its process stopped: a run
+    resumed after a crash replays its finished steps from their checkpoints, and marks the
+    events of that replay (`glassagent.durable`). Only a replayed event's dict has the key."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the standard JSON-serialisable event dict (``type`` first).
 
         Bytes become standard base64 strings; values JSON cannot hold become their ``repr``.
+        ``replayed`` is left out when it is false.
         """
         data: dict[str, Any] = to_jsonable(self)
+        if not data["replayed"]:
+            del data["replayed"]
         return {"type": data.pop("type"), **data}
 
 

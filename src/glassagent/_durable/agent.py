@@ -7,15 +7,20 @@ import os
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from glassagent._agent.agent import Agent
 from glassagent._core.errors import ConfigurationError, RunAborted, RunError, UserError
 from glassagent._core.result import OutputT, RunResult
 from glassagent._durable import codec
+from glassagent._durable.approvals import connected, send_answer, stored, waiting
+from glassagent._durable.handle import DurableAgentRun
+from glassagent._durable.model_queue import ModelQueue, check_calls, queue_name
+from glassagent._durable.takeover import Workers, check_takeover_after
+from glassagent._durable.urls import masked, shown
 from glassagent._durable.workflow import AGENTS, WORKFLOW, Durable, register
 from glassagent._version import __version__
 
@@ -25,10 +30,12 @@ if TYPE_CHECKING:
     from dbos import DBOSConfig, WorkflowHandleAsync, WorkflowStatus
     from typing_extensions import Self
 
+    from glassagent._core.messages import ToolCall
     from glassagent._history.tree import History
 
 DurableRunStatus = Literal[
     "pending",
+    "awaiting_approval",
     "enqueued",
     "delayed",
     "success",
@@ -37,7 +44,8 @@ DurableRunStatus = Literal[
     "max_recovery_attempts_exceeded",
 ]
 """Where a durable run is: ``pending`` while a process runs it (or until one resumes it after
-a crash), ``success`` or ``error`` once it ended (`DurableAgent.result` gives the result or
+a crash), ``awaiting_approval`` while it waits for answers (`DurableAgent.approve`),
+``success`` or ``error`` once it ended (`DurableAgent.result` gives the result or
 raises the error), ``cancelled``; ``enqueued`` and ``delayed`` for runs waiting on a queue;
 ``max_recovery_attempts_exceeded`` for a run whose process crashed too often."""
 
@@ -63,6 +71,8 @@ class DurableRun:
     """The worker that runs (or last ran) it: its `DurableAgent.executor_id`."""
     version: str | None
     """The `DurableAgent.version` it started under; only a worker of that version resumes it."""
+    approvals: tuple[ToolCall, ...] = ()
+    """The tool calls that wait for an answer (status ``awaiting_approval``)."""
 
 
 class DurableAgent(Generic[OutputT]):
@@ -94,6 +104,10 @@ class DurableAgent(Generic[OutputT]):
         database_url: str | None = None,
         executor_id: str | None = None,
         version: str | None = None,
+        approval_timeout: float | None = None,
+        takeover_after: float | None = 30.0,
+        max_model_calls: int | None = None,
+        model_calls_per_minute: int | None = None,
     ) -> None:
         """Make an agent's runs durable.
 
@@ -107,13 +121,36 @@ class DurableAgent(Generic[OutputT]):
             executor_id: Which worker this is (default: `name`): a pending run is resumed
                 by a worker of the same id, when it starts. Give each of several workers
                 sharing one database its own id.
-            version: The version of the agent's code (default: ``glassagent-<version>``):
+            version: The version of the agent's code (default: ``<name>@glassagent-<version>``;
+                it must differ between agents of different names on one database):
                 only a worker of the version a run started under resumes it. Change it when a
                 change of the agent (tools, instructions, model) would change its runs.
+            approval_timeout: How long a run waits for the answers to calls that need
+                approval, in seconds (default: no limit); the calls still waiting then are
+                declined. The wait is kept in the database: it goes on across restarts.
+            takeover_after: How long, in seconds (at least 1; default 30), another worker
+                of this `name` and `version` on the same database may be silent (and as long
+                as its own `takeover_after`) before this one takes over its pending runs.
+                Each worker writes a heartbeat row in the table
+                ``glassagent_durable_workers`` every third of it; one that left ``async
+                with`` is gone at once. `None`: never take over (this worker still beats,
+                and counts as alive for 30 seconds after each beat).
+            max_model_calls: At most this many model calls at once, across every worker of
+                this `name` on the database (default: no cap). Each model call then goes
+                through a durable queue of the client's provider,
+                ``glassagent-models-<name>-<provider>``, and whichever worker of this `name`
+                and `version` dequeues it runs it. Turning the queue on or off changes the
+                runs' steps: give the agent a new `version` when runs are pending.
+            model_calls_per_minute: At most this many model calls start in any 60 seconds,
+                across every worker (default: no limit); through the same queue.
 
         Raises:
             UserError: For an `agent` that is not an `Agent`, a `name` DBOS cannot take,
-                or an agent with calls that need approval (not durable yet).
+                an `approval_timeout` that is not a positive number, a `takeover_after`
+                that is not None or at least 1 second, a `max_model_calls` or
+                `model_calls_per_minute` that is not None or a whole number of at least 1,
+                or a tool with an `Approver` (its answers are not kept: answer with
+                `approve` and `deny`).
         """
         if not isinstance(agent, Agent):
             raise UserError(f"`agent` must be an Agent, got {type(agent).__name__}.")
@@ -121,12 +158,20 @@ class DurableAgent(Generic[OutputT]):
             raise UserError(
                 f"`name` must be 3 to 256 lowercase letters, digits, '-' or '_', not {name!r}."
             )
-        if agent.requires_approval is not False or any(
-            tool.requires_approval is not False or tool.approver is not None for tool in agent.tools
+        approvers = [tool.name for tool in agent.tools if tool.approver is not None]
+        if approvers:
+            raise UserError(
+                f"A DurableAgent cannot use the approvers of {', '.join(approvers)}: their "
+                "answers are not kept. Answer with DurableAgent.approve and deny instead."
+            )
+        if approval_timeout is not None and (
+            isinstance(approval_timeout, bool)
+            or not isinstance(approval_timeout, (int, float))
+            or not approval_timeout > 0
         ):
             raise UserError(
-                "A DurableAgent cannot run tool calls that need approval yet: the agent's "
-                "requires_approval and its tools' must be False."
+                "`approval_timeout` must be a positive number of seconds, not "
+                f"{approval_timeout!r}."
             )
         self.agent: Agent[Any, OutputT] = agent
         """The agent whose runs are durable."""
@@ -136,9 +181,33 @@ class DurableAgent(Generic[OutputT]):
         """Where the runs are kept."""
         self.executor_id: str = executor_id or name
         """Which worker this is: pending runs of this id resume when it starts."""
-        self.version: str = version or f"glassagent-{__version__}"
+        self.version: str = version or f"{name}@glassagent-{__version__}"
         """The version of the agent's code: runs resume only under the one they started in."""
-        self._durable = Durable(agent)  # what the workflow finds by name
+        self.approval_timeout: float | None = approval_timeout
+        """How long a run waits for approval answers, in seconds (`None`: no limit)."""
+        self.takeover_after: float | None = check_takeover_after(takeover_after)
+        """How long another worker may be silent before its pending runs are taken over."""
+        self._workers = Workers(
+            self.database_url,
+            name=name,
+            executor_id=self.executor_id,
+            version=self.version,
+            takeover_after=self.takeover_after,
+        )
+        self._durable = Durable(agent, approval_timeout)  # what the workflow finds by name
+        self.max_model_calls: int | None = check_calls("max_model_calls", max_model_calls)
+        """At most this many model calls at once, across all workers (`None`: no cap)."""
+        self.model_calls_per_minute: int | None = check_calls(
+            "model_calls_per_minute", model_calls_per_minute
+        )
+        """At most this many model calls start per minute, across all workers."""
+        if max_model_calls is not None or model_calls_per_minute is not None:
+            self._durable.model_queue = ModelQueue(
+                name,
+                queue_name(name, agent.client.provider_name),
+                self.max_model_calls,
+                self.model_calls_per_minute,
+            )
         self._loop_executor: ThreadPoolExecutor | None = None  # the loop's, before DBOS's
         self._stopping = False  # leaving `async with`: runs still going are stopped
         self._open = False
@@ -154,6 +223,8 @@ class DurableAgent(Generic[OutputT]):
             "enable_otlp": False,
             "log_level": "WARNING",
             "serializer": DBOSPortableJSONSerializer(),  # JSON rows, never pickles
+            # SQLite has no notifications: how soon a waiting run sees an answer
+            "notification_listener_polling_interval_sec": POLL_SECONDS,
         }
 
     async def __aenter__(self) -> Self:
@@ -161,7 +232,8 @@ class DurableAgent(Generic[OutputT]):
 
         Raises:
             ConfigurationError: When a durable agent (or DBOS itself) is already running in
-                this process, ``DBOS__CLOUD`` is set, or DBOS cannot open the database.
+                this process, ``DBOS__CLOUD`` is set, or DBOS (or the workers' heartbeat
+                table, or the model calls' queue) cannot open the database.
         """
         import dbos._dbos
 
@@ -186,12 +258,19 @@ class DurableAgent(Generic[OutputT]):
         except Exception as exc:
             self._close()
             url = self.database_url
-            detail = _masked(f"{type(exc).__name__}: {exc}", url)
-            raise ConfigurationError(f"DBOS could not start on {_shown(url)}: {detail}") from None
+            detail = masked(f"{type(exc).__name__}: {exc}", url)
+            raise ConfigurationError(f"DBOS could not start on {shown(url)}: {detail}") from None
         except BaseException:
             self._close()
             raise
         self._open = True
+        try:  # this worker's heartbeat, and its takeover of gone workers' runs
+            if self._durable.model_queue is not None:  # the queue of the model calls
+                await self._durable.model_queue.register()
+            await self._workers.start()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(
@@ -200,7 +279,12 @@ class DurableAgent(Generic[OutputT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Stop DBOS; runs still going stop too, and stay pending to resume next time."""
+        """Stop DBOS; runs still going stop too, and stay pending to resume next time.
+
+        This worker's heartbeat row is deleted last: a live worker sharing the database
+        takes its pending runs over at once (see `takeover_after`).
+        """
+        await self._workers.stop()  # before DBOS goes: it lists and resumes runs
         self._stopping = True
         running = list(self._durable.running)
         for task in running:
@@ -210,7 +294,10 @@ class DurableAgent(Generic[OutputT]):
         # DBOS made its thread pool the loop's default, and is about to shut it down
         executor, self._loop_executor = self._loop_executor, None
         asyncio.get_running_loop().set_default_executor(executor or ThreadPoolExecutor())
-        await asyncio.to_thread(self._close)
+        try:
+            await asyncio.to_thread(self._close)
+        finally:
+            await self._workers.leave()  # gone: its pending runs are free to take over
 
     def _close(self) -> None:
         from dbos import DBOS
@@ -225,13 +312,15 @@ class DurableAgent(Generic[OutputT]):
         if not self._open:
             raise UserError("Use the durable agent inside `async with durable:`.")
 
-    async def run(
+    def run(
         self, prompt: str, *, run_id: str | None = None, history: History | None = None
-    ) -> RunResult[OutputT]:
-        """Run the agent durably, as the workflow `run_id`; return its result.
+    ) -> DurableAgentRun[OutputT]:
+        """Run the agent durably, as the workflow `run_id`.
 
-        A run id names one run: running an id again (here or in another process) does not
-        start a new run, it returns that run's result.
+        ``await durable.run(...)`` returns the `RunResult`; ``async for event in
+        durable.run(...)`` streams the run's events first (then awaiting the same object
+        returns its result). A run id names one run: running an id again (here or in another
+        process) does not start a new run, it returns that run's result.
 
         Args:
             prompt: The user's message.
@@ -240,11 +329,10 @@ class DurableAgent(Generic[OutputT]):
                 It is stored with the run as its standard dict; the run does not change it.
 
         Raises:
-            GlassAgentError: When the run fails (with ``.result`` set), as `Agent.run` does.
+            GlassAgentError: When the run fails (with ``.result`` set), as `Agent.run` does:
+                on awaiting it.
             UserError: Outside ``async with``, or for arguments of the wrong type.
         """
-        from dbos import DBOS, SetWorkflowID
-
         from glassagent._history.tree import History
 
         self._check_open()
@@ -256,27 +344,49 @@ class DurableAgent(Generic[OutputT]):
             raise UserError(f"`run_id` must be a non-empty string, got {run_id!r}.")
         run_id = run_id or uuid.uuid4().hex
         document = history.to_dict() if history is not None else None
-        handle: WorkflowHandleAsync[dict[str, Any]]
-        with SetWorkflowID(run_id):
-            handle = await DBOS.start_workflow_async(
-                register(), self.name, run_id, prompt, document
-            )
-        return await self._outcome(run_id, handle.get_result())
+
+        async def outcome() -> RunResult[OutputT]:
+            from dbos import DBOS, SetWorkflowID
+
+            handle: WorkflowHandleAsync[dict[str, Any]]
+            with SetWorkflowID(run_id):
+                handle = await DBOS.start_workflow_async(
+                    register(), self.name, run_id, prompt, document
+                )
+            return await self._outcome(run_id, handle.get_result())
+
+        return DurableAgentRun(run_id, self._durable.feeds, outcome)
+
+    def follow(self, run_id: str) -> DurableAgentRun[OutputT]:
+        """Follow the run `run_id`, wherever it runs: await it for its result.
+
+        Also a run this process resumed after a crash, or one another worker runs on the
+        same database. Iterated, it streams the events of a run this process executes, from
+        its first (those a resumed run replays are marked ``replayed``).
+
+        Raises:
+            GlassAgentError: On awaiting, when the run failed (with ``.result`` set).
+            UserError: Outside ``async with``; on awaiting, when no run of this agent has
+                that id.
+        """
+        self._check_open()
+        return DurableAgentRun(run_id, self._durable.feeds, partial(self._waited, run_id))
 
     async def result(self, run_id: str) -> RunResult[OutputT]:
         """Wait for the run `run_id` to end, wherever it runs; return its result.
 
-        Also a run this process resumed after a crash, or one another worker runs on the
-        same database.
+        The same as ``await durable.follow(run_id)``.
 
         Raises:
             GlassAgentError: When the run failed (with ``.result`` set), as `Agent.run` does.
             UserError: Outside ``async with``, or when no run of this agent has that id.
         """
+        return await self.follow(run_id)
+
+    async def _waited(self, run_id: str) -> RunResult[OutputT]:
         from dbos import DBOS
         from dbos._error import DBOSNonExistentWorkflowError
 
-        self._check_open()
         handle: WorkflowHandleAsync[dict[str, Any]]
         try:
             handle = await DBOS.retrieve_workflow_async(run_id)
@@ -327,43 +437,90 @@ class DurableAgent(Generic[OutputT]):
     ) -> list[DurableRun]:
         """The runs of this agent's name in the database, oldest first.
 
+        Works without ``async with`` too (it only reads the database).
+
         Args:
             status: Only the runs with this status.
             limit: At most this many (the oldest).
 
         Raises:
-            UserError: Outside ``async with``.
+            ConfigurationError: When the database cannot be read.
         """
-        from dbos import DBOS
+        asked = "pending" if status == "awaiting_approval" else status
+        if not stored(self.database_url):
+            return []
+        async with connected(self.database_url, self.name) as client:
+            found = await client.list_workflows_async(
+                name=WORKFLOW,
+                application_name=self.name,
+                status=asked.upper() if asked is not None else None,
+                limit=limit,
+                load_input=False,
+                load_output=False,
+            )
+            runs = [_run_of(workflow) for workflow in found]
+            for i, run in enumerate(runs):
+                if run.status == "pending" and (calls := await waiting(client, run.run_id)):
+                    runs[i] = replace(run, status="awaiting_approval", approvals=calls)
+        if status is None:
+            return runs
+        return [run for run in runs if run.status == status]
 
-        self._check_open()
-        found = await DBOS.list_workflows_async(
-            name=WORKFLOW,
-            application_name=self.name,
-            status=status.upper() if status is not None else None,
-            limit=limit,
-            load_input=False,
-            load_output=False,
-        )
-        return [_run_of(workflow) for workflow in found]
+    async def approvals(self, run_id: str) -> tuple[ToolCall, ...]:
+        """The tool calls of the run `run_id` that wait for an answer now.
+
+        Works from any process that reaches the database, without ``async with``.
+
+        Raises:
+            ConfigurationError: When the database cannot be read.
+        """
+        if not stored(self.database_url):
+            return ()
+        async with connected(self.database_url, self.name) as client:
+            return await waiting(client, run_id)
+
+    async def approve(self, run_id: str, call_id: str) -> bool:
+        """Approve a call that the run `run_id` waits on: the run goes on with it.
+
+        Works from any process that reaches the database, without ``async with``: the answer
+        is kept until the run reads it, also when its worker is down at the time.
+
+        Args:
+            run_id: The run's id.
+            call_id: The call's id (``event.call.id`` of its ``approval_required`` event).
+
+        Returns:
+            Whether the call was waiting (`False`: an unknown id, or answered already).
+
+        Raises:
+            ConfigurationError: When the database cannot be reached.
+        """
+        return await self._answer(run_id, call_id, True, None)
+
+    async def deny(self, run_id: str, call_id: str, reason: str | None = None) -> bool:
+        """Decline a call that the run `run_id` waits on: it never runs.
+
+        The model gets an error result saying the user declined the call, with `reason`
+        (as `AgentRun.deny`). Works from any process, as `approve`.
+
+        Returns:
+            Whether the call was waiting (`False`: an unknown id, or answered already).
+
+        Raises:
+            ConfigurationError: When the database cannot be reached.
+        """
+        if reason is not None and not isinstance(reason, str):
+            raise UserError(f"`reason` must be a string, got {type(reason).__name__}.")
+        return await self._answer(run_id, call_id, False, reason)
+
+    async def _answer(self, run_id: str, call_id: str, approved: bool, reason: str | None) -> bool:
+        if not stored(self.database_url):
+            return False
+        async with connected(self.database_url, self.name) as client:
+            return await send_answer(client, run_id, call_id, approved, reason)
 
     def __repr__(self) -> str:
-        return f"DurableAgent(name={self.name!r}, database_url={_shown(self.database_url)!r})"
-
-
-def _shown(url: str) -> str:
-    """`url` with its password, if any, masked (for messages and reprs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _masked(text: str, url: str) -> str:
-    """`text` with the password of `url`, if any, masked."""
-    password = urlsplit(url).password
-    return text.replace(password, "***") if password else text
+        return f"DurableAgent(name={self.name!r}, database_url={shown(self.database_url)!r})"
 
 
 def _run_of(workflow: WorkflowStatus) -> DurableRun:

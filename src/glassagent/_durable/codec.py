@@ -18,7 +18,19 @@ from glassagent._core import errors
 from glassagent._core.cost import Cost
 from glassagent._core.errors import GlassAgentError, RunError, _rebuild
 from glassagent._core.events import parse_event, to_jsonable
-from glassagent._core.messages import LLMResponse, Message, ToolCall, Usage
+from glassagent._core.messages import (
+    LLMResponse,
+    Message,
+    ModelSettings,
+    RetryNotice,
+    StreamPart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from glassagent._core.request import ModelRequest
 from glassagent._core.result import RunResult, ToolResult
 
 if TYPE_CHECKING:
@@ -142,3 +154,39 @@ def result_from(data: Any, spec: OutputSpec | None, redact: Redact | None = None
         output=output,
         redact=redact,
     )
+
+
+def request_dict(request: ModelRequest) -> dict[str, Any]:
+    """A model call's request as JSON values: its messages, tools, system and settings."""
+    return {
+        "messages": to_jsonable(request.messages),
+        "tools": to_jsonable(request.tools),
+        "system": request.system,
+        "settings": to_jsonable(request.settings),
+    }
+
+
+def request_from(data: Any) -> ModelRequest:
+    """The request `request_dict` wrote (its tool choice worked out again from the settings)."""
+    return ModelRequest(
+        messages=many_from(Message, data["messages"]),
+        tools=many_from(ToolDefinition, data["tools"]),
+        system=data["system"],
+        settings=from_jsonable(ModelSettings, data["settings"]),
+    )
+
+
+def part_dict(part: StreamPart) -> dict[str, Any]:
+    """A streamed delta (or retry notice) as JSON values, with its ``kind``."""
+    data: dict[str, Any] = to_jsonable(part)
+    return data
+
+
+def part_from(data: Any) -> StreamPart:
+    """The delta `part_dict` wrote."""
+    kind = data.get("kind")
+    if kind == "text":
+        return TextDelta(data["text"])
+    if kind == "thinking":
+        return ThinkingDelta(data["text"])
+    return from_jsonable(RetryNotice, data)

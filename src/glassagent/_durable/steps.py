@@ -17,7 +17,7 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from glassagent._core.client import BaseLLMClient, RequestClient, stream_request
 from glassagent._core.errors import GlassAgentError, ProviderError, RunError
@@ -45,6 +45,16 @@ ModelCall = Callable[[BaseLLMClient, ModelRequest, "Channel"], Awaitable[dict[st
 ToolCallStep = Callable[
     [str, Callable[[], Awaitable["ToolResult"]], "Channel"], Awaitable[dict[str, Any]]
 ]
+
+
+class Queue(Protocol):
+    """Where a model call goes instead of a step (`glassagent._durable.model_queue`)."""
+
+    async def call(
+        self, request: ModelRequest, channel: Channel, *, replaying: bool
+    ) -> dict[str, Any]:
+        """Enqueue the call, wait for it, and return its result as a step's JSON."""
+        ...
 
 
 @dataclass
@@ -86,6 +96,30 @@ class Channel:
                 await asyncio.wait({arrived, step}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 arrived.cancel()
+
+
+class Replay:
+    """Whether a run replays the steps it finished before its process stopped.
+
+    A resumed run calls its steps again in the same order; the first `recorded` ones return
+    their checkpoints. The run replays until it calls the first step with none: what it
+    emits before that reports the time before the crash, that step's request included (it
+    was sent then too). A fresh run records nothing, so it never replays.
+    """
+
+    __slots__ = ("called", "recorded")
+
+    def __init__(self, recorded: int) -> None:
+        self.recorded = recorded
+        self.called = 0
+
+    def call(self) -> None:
+        """A step (or an awaited message) is about to be called."""
+        self.called += 1
+
+    def replaying(self) -> bool:
+        """Whether the run's events are replayed ones."""
+        return self.called <= self.recorded and self.recorded > 0
 
 
 class _NotRecorded(BaseException):
@@ -153,14 +187,17 @@ STEPS = Steps(model_call_body, tool_call_body)
 """The steps a durable run calls; DBOS steps once registered."""
 
 
-async def tool_step(prepared: Prepared, execute: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
-    """Run `prepared` as one step (`RunConfig.tool_step`), or read its recorded result.
+async def tool_step(
+    replay: Replay, prepared: Prepared, execute: Callable[[], Awaitable[ToolResult]]
+) -> ToolResult:
+    """Run `prepared` as one step (`RunSteps.tool`), or read its recorded result.
 
     Raises:
         RunError: When the recorded step is of another call: the run no longer makes its calls
             in the order it made them (an agent changed under a pending run).
     """
     call = prepared.call
+    replay.call()
     try:
         data = await STEPS.tool_call(call.id, execute, Channel())
     except _NotRecorded as carrier:
@@ -174,10 +211,16 @@ async def tool_step(prepared: Prepared, execute: Callable[[], Awaitable[ToolResu
 
 
 class DurableClient(RequestClient):
-    """`inner`, with each answer one checkpointed step of the durable run calling it."""
+    """`inner`, with each answer one checkpointed step of the durable run calling it.
 
-    def __init__(self, inner: BaseLLMClient) -> None:
+    With a `queue`, each answer is a call enqueued on it instead (`ModelQueue.call`), run by
+    whichever worker dequeues it; its result is the same JSON.
+    """
+
+    def __init__(self, inner: BaseLLMClient, replay: Replay, queue: Queue | None = None) -> None:
         self.inner = inner
+        self.replay = replay
+        self.queue = queue
         self.provider_name = inner.provider_name
         self.model = inner.model
 
@@ -207,7 +250,12 @@ class DurableClient(RequestClient):
     async def send_stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Stream the answer as one step: live from the wrapped client, or as recorded."""
         channel = Channel()
-        step = asyncio.ensure_future(STEPS.model_call(self.inner, request, channel))
+        self.replay.call()
+        if self.queue is None:
+            step = asyncio.ensure_future(STEPS.model_call(self.inner, request, channel))
+        else:
+            queued = self.queue.call(request, channel, replaying=self.replay.replaying())
+            step = asyncio.ensure_future(queued)
         try:
             async for part in channel.parts(step):
                 yield part

@@ -13,13 +13,20 @@ steps once, under fixed names that a pending run's rows refer to.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from glassagent._agent.config import RunSteps
 from glassagent._core.errors import GlassAgentError, RunError
 from glassagent._durable import codec
-from glassagent._durable.steps import STEPS, DurableClient, tool_step
+from glassagent._durable.approvals import wait_for_answers
+from glassagent._durable.handle import Feed
+from glassagent._durable.model_queue import QUEUED_WORKFLOW, ModelQueue
+from glassagent._durable.model_queue import register as register_queued
+from glassagent._durable.steps import STEPS, DurableClient, Replay, tool_step
 
 if TYPE_CHECKING:
     from glassagent._agent.agent import Agent
@@ -37,7 +44,12 @@ class Durable:
     """A durable agent as its runs see it: the agent, and the runs this process executes."""
 
     agent: Agent[Any, Any]
+    approval_timeout: float | None = None
     running: set[asyncio.Task[Any]] = field(default_factory=set)
+    feeds: dict[str, Feed] = field(default_factory=dict)
+    """The events of the runs this process executes, by run id (`DurableAgentRun`)."""
+    model_queue: ModelQueue | None = None
+    """The queue the model calls go through (`None`: each is a step of the run)."""
 
 
 AGENTS: dict[str, Durable] = {}
@@ -66,6 +78,7 @@ def register() -> RunWorkflow:
 
         STEPS.model_call = DBOS.step(name=MODEL_STEP)(STEPS.model_call)
         STEPS.tool_call = DBOS.step(name=TOOL_STEP)(STEPS.tool_call)
+        register_queued(AGENTS)
         _workflow = cast("RunWorkflow", DBOS.workflow(name=WORKFLOW)(run_workflow))
     return _workflow
 
@@ -99,17 +112,52 @@ async def _run(
 
     agent = durable.agent
     spec = agent._output
+    replay = Replay(await recorded_steps(run_id))
+    steps = RunSteps(
+        tool=partial(tool_step, replay),
+        approvals=partial(wait_for_answers, replay, durable.approval_timeout),
+        replaying=replay.replaying,
+    )
+    feed = durable.feeds.setdefault(run_id, Feed())  # a reader may be waiting on it
     try:
         thread = History.from_dict(history) if history is not None else None
         run = agent._run_steps(
-            prompt, history=thread, run_id=run_id, client=DurableClient, tool_step=tool_step
+            prompt,
+            history=thread,
+            run_id=run_id,
+            client=partial(DurableClient, replay=replay, queue=durable.model_queue),
+            steps=steps,
         )
+        async for event in run:
+            feed.put(event)
         result = await run
     except GlassAgentError as exc:
-        partial = exc.result
+        ended = exc.result
         data = {
             "error": codec.error_dict(exc),
-            "result": codec.result_dict(partial, spec) if partial is not None else None,
+            "result": codec.result_dict(ended, spec) if ended is not None else None,
         }
         raise RunFailed(str(exc), data) from exc
+    finally:
+        feed.end()
+        if durable.feeds.get(run_id) is feed:
+            del durable.feeds[run_id]
     return codec.result_dict(result, spec)
+
+
+COUNTED = frozenset({MODEL_STEP, QUEUED_WORKFLOW, TOOL_STEP, "DBOS.recv"})
+"""The recorded operations a resumed run replays before it goes on live (see `Replay`); a
+queued model call counts once, by its enqueue (reading its result is not counted)."""
+
+
+async def recorded_steps(run_id: str) -> int:
+    """How many model calls, tool calls and answer waits the run `run_id` recorded so far.
+
+    Asked outside the workflow's DBOS context (in a fresh one): inside it, DBOS would record
+    the question as a step of the run, and a resumed run would read the first answer back.
+    """
+    from dbos import DBOS
+
+    listing = DBOS.list_workflow_steps_async(run_id, load_output=False)
+    steps = await contextvars.Context().run(asyncio.ensure_future, listing)  # a task in it
+    return sum(step["function_name"] in COUNTED for step in steps)

@@ -31,7 +31,7 @@ CHATS_PATH = "/api/ai/chats/{chat_id}"
 CHAT_LIST_PATH = "/api/ai/chats"
 HEALTH_PATH = "/api/ai/health"
 
-_TERMINAL = frozenset({"complete", "aborted", "error", "budget_exceeded"})
+_TERMINAL = frozenset({"complete", "aborted", "error", "budget_exceeded", "awaiting_approval"})
 _DISCONNECTED = "the client disconnected"
 
 
@@ -239,7 +239,7 @@ async def _invoke(request: Request) -> Response:
         host = _host_of(request, state, user)
         invocation = Invocation(invoke_request, state.config, store, host)
         run = await invocation.start()
-    except Exception as exc:
+    except Exception as exc:  # nothing to close: `start` keeps no claim when it raises
         response = _error(exc)
         if isinstance(exc, InvokeError) and exc.status in (408, 413):
             response.headers["Connection"] = "close"  # the rest of the body is not read
@@ -282,6 +282,8 @@ async def _answer(invocation: Invocation, run: AgentRun, receive: Receive) -> Re
         outcome = await invocation.finish(result)
     except Exception as exc:
         return _error(exc)
+    finally:
+        invocation.close()
     return JSONResponse(outcome.to_dict())
 
 
@@ -293,10 +295,11 @@ def _sse(data: Mapping[str, Any]) -> bytes:
 class EventStream(Response):
     """A run's events as Server-Sent Events: one ``data:`` line of JSON per event.
 
-    The terminal event (``complete``, ``aborted``, ``budget_exceeded`` or ``error``) is held
-    back until the turn is kept as asked; if keeping it fails, an ``error`` event takes its
-    place. A client that disconnects aborts the run, and the aborted turn is kept like a
-    finished one.
+    The terminal event (``complete``, ``aborted``, ``budget_exceeded``,
+    ``awaiting_approval`` or ``error``) is held back until the turn is kept as asked, and
+    then carries the answer's ``status`` (and ``approvals``, ``chat_id``, ``history`` when it
+    has them); if keeping it fails, an ``error`` event takes its place. A client that
+    disconnects aborts the run, and the aborted turn is kept like a finished one.
     """
 
     media_type = "text/event-stream"
@@ -326,6 +329,7 @@ class EventStream(Response):
             await self._send_event(send, await self._ending(last))
         finally:
             watcher.cancel()
+            self.invocation.close()
         await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _ending(self, last: dict[str, Any]) -> dict[str, Any]:
@@ -346,7 +350,7 @@ class EventStream(Response):
                 "error_type": error["type"],
             }
         extra = outcome.to_dict()
-        for name in ("chat_id", "history"):
+        for name in ("status", "approvals", "chat_id", "history"):
             if name in extra:
                 last[name] = extra[name]
         return last

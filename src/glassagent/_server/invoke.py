@@ -8,12 +8,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from glassagent._agent.agent import Agent
+from glassagent._agent.approval import pending_calls
 from glassagent._agent.run import AgentRun
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.cost import Cost
-from glassagent._core.errors import ConfigurationError, GlassAgentError, RunAborted, UserError
+from glassagent._core.errors import (
+    ConfigurationError,
+    GlassAgentError,
+    HistoryProblem,
+    RunAborted,
+    UserError,
+)
 from glassagent._core.events import BudgetExceededEvent, to_jsonable
-from glassagent._core.messages import ModelSettings, StopReason, Usage
+from glassagent._core.messages import ModelSettings, StopReason, ToolCall, Usage
 from glassagent._core.pricing import client_cost
 from glassagent._core.result import RunResult
 from glassagent._core.tool_choice import check_against
@@ -27,6 +34,7 @@ from glassagent._server.request import (
     InvokeError,
     InvokeRequest,
     ServerLimits,
+    check_approvals,
     checked_limits,
 )
 from glassagent._tools.tool import Tool
@@ -38,7 +46,7 @@ if TYPE_CHECKING:
 ModelsLike = BaseLLMClient | Mapping[str, BaseLLMClient]
 """One client (its ``model`` is its id), or clients by model id (the first is the default)."""
 
-InvokeStatus = Literal["completed", "aborted", "budget_exceeded"]
+InvokeStatus = Literal["completed", "aborted", "budget_exceeded", "awaiting_approval"]
 """How an invoked turn ended (`InvokeResult.status`)."""
 
 
@@ -51,7 +59,9 @@ class InvokeResult:
     status: InvokeStatus
     """``completed``; ``aborted`` when the turn was cut short (a client disconnected);
     ``budget_exceeded`` when the server's `Budget` (`ServerLimits.budget`) stopped it before
-    a model call, `text` then being the last answer text of the turn, if any."""
+    a model call, `text` then being the last answer text of the turn, if any;
+    ``awaiting_approval`` when calls of it wait for a person's answer (`approvals`): a request
+    with ``approvals`` resumes it."""
     stop_reason: StopReason | None
     """Why the model stopped its last answer (``end_turn``, ``max_tokens``, ...); `None`
     when no answer arrived."""
@@ -73,6 +83,9 @@ class InvokeResult:
     budget_exceeded: BudgetExceededEvent | None = None
     """The event that ended the turn when its status is ``budget_exceeded``: the limit and
     why."""
+    approvals: tuple[ToolCall, ...] = ()
+    """With status ``awaiting_approval``: the calls waiting for an answer, in the order the
+    model made them (empty otherwise)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON response body.
@@ -80,7 +93,8 @@ class InvokeResult:
         ``text``, ``status``, ``stop_reason``, ``usage``, ``cost`` (``{"amount": "0.00123",
         "currency": "USD"}``, the amount an exact decimal string, or ``null`` when the turn
         could not be priced) and ``iterations``; then ``budget_exceeded`` (``{"limit",
-        "reason"}``), ``chat_id`` and ``history`` when they are set.
+        "reason"}``), ``approvals`` (with status ``awaiting_approval`` only: the waiting calls
+        as ``{"id", "name", "arguments"}``), ``chat_id`` and ``history`` when they are set.
         """
         body: dict[str, Any] = {
             "text": self.text,
@@ -93,11 +107,18 @@ class InvokeResult:
         if self.budget_exceeded is not None:
             stop = self.budget_exceeded
             body["budget_exceeded"] = {"limit": stop.limit, "reason": stop.reason}
+        if self.status == "awaiting_approval":
+            body["approvals"] = [approval_dict(call) for call in self.approvals]
         if self.chat_id is not None:
             body["chat_id"] = self.chat_id
         if self.history is not None:
             body["history"] = self.history.to_dict(self.history_version)
         return body
+
+
+def approval_dict(call: ToolCall) -> dict[str, Any]:
+    """A call awaiting approval as the response shows it: ``{"id", "name", "arguments"}``."""
+    return {"id": call.id, "name": call.name, "arguments": to_jsonable(call.input)}
 
 
 def cost_dict(cost: Cost | None) -> dict[str, str] | None:
@@ -198,11 +219,15 @@ def check_priced(client: BaseLLMClient, currency: str) -> None:
         )
 
 
+_RESUMING: set[tuple[int, str]] = set()
+"""The stored chats (the store's id, the chat id) whose waiting calls a request answers now."""
+
+
 class Invocation:
     """One request on its way: `start` resolves it and starts the run, `finish` keeps the turn.
 
     The HTTP app drives it itself, to stream events and abort on a disconnect; `invoke` is
-    the plain sequence.
+    the plain sequence. `close` ends it whatever happened (`finish` does too).
     """
 
     def __init__(
@@ -221,6 +246,7 @@ class Invocation:
         self.history: History | None = None
         self.returns_history = False  # the history goes back in the response, not to a store
         self.start_node: str | None = None
+        self._claim: tuple[int, str] | None = None  # a stored chat this request resumes
 
     def client(self) -> BaseLLMClient:
         """The client the request names.
@@ -261,11 +287,17 @@ class Invocation:
     async def start(self) -> AgentRun:
         """Resolve model, tools and conversation, and create the run (not started yet).
 
+        Every run defers approval: it ends ``awaiting_approval`` rather than wait for calls
+        without an approver. A request with ``approvals`` resumes such a run instead.
+
         Raises:
             InvokeError: 400 (unknown model or tool, chats without a store), 404 (no such
-                chat) or 422 (a history attachment or message the policy refuses).
+                chat), 409 (no call of the conversation awaits approval) or 422 (a history
+                attachment or message the policy refuses, approvals of calls that do not
+                wait).
         """
         request, limits = self.request, self.config.limits
+        check_approvals(request, limits)
         client = self.client()
         system = request.system_prompt
         tools = self.tools()
@@ -285,10 +317,64 @@ class Invocation:
         )
         await self._resolve_history(client)
         self.start_node = self.history.current_node if self.history is not None else None
+        if request.approvals is not None:
+            return self._resume(agent, request.approvals)
         try:
-            return agent.run(request.message, history=self.history, host=self._tool_host())
+            return agent.run(
+                request.message, history=self.history, defer_approval=True, host=self._tool_host()
+            )
         except UserError as exc:  # the thread's attachments or tool calls (AttachmentError)
             raise InvokeError(str(exc), status=422, code="invalid_history") from None
+
+    def _resume(self, agent: Agent, approvals: Mapping[str, bool | str]) -> AgentRun:
+        """The run that resumes the conversation's turn awaiting approval, with `approvals`.
+
+        The run appends nothing itself: `finish` keeps its turn below `start_node`, as any.
+        """
+        history = self.history
+        assert history is not None  # checked: approvals come with a conversation
+        try:
+            waiting = {call.id for call in pending_calls(history.to_messages())}
+        except UserError as exc:  # the thread's attachments (AttachmentError)
+            raise InvokeError(str(exc), status=422, code="invalid_history") from None
+        if not waiting:
+            raise InvokeError(
+                "Nothing to resume: no tool call of this conversation awaits approval.",
+                status=409,
+                code="nothing_to_resume",
+            )
+        _check_waiting(approvals, waiting)
+        self._claim_chat()
+        try:
+            return agent.resume(history, approvals, defer_approval=True, host=self._tool_host())
+        except UserError as exc:  # the thread's attachments or tool calls
+            self.close()
+            raise InvokeError(str(exc), status=422, code="invalid_history") from None
+
+    def _claim_chat(self) -> None:
+        """Refuse a second request answering the same stored chat's calls at the same time.
+
+        Both would run the approved calls; the first to claim the chat goes on, the other
+        gets 409, and may try again once the first has kept its turn.
+        """
+        if self.chat_id is None or self.store is None:
+            return
+        claim = (id(self.store), self.chat_id)
+        if claim in _RESUMING:
+            raise InvokeError(
+                f"Nothing to resume: another request is answering the calls of chat "
+                f"{self.chat_id!r} now.",
+                status=409,
+                code="nothing_to_resume",
+            )
+        _RESUMING.add(claim)
+        self._claim = claim
+
+    def close(self) -> None:
+        """The request is over: another may resume its stored chat. Safe to call again."""
+        if self._claim is not None:
+            _RESUMING.discard(self._claim)
+            self._claim = None
 
     async def _resolve_history(self, client: BaseLLMClient) -> None:
         """Posted history wins; else the stored chat; else a new conversation."""
@@ -302,7 +388,7 @@ class Invocation:
             self.chat_id = request.chat_id
             self.history = await chats.load(store, request.chat_id, thread=True)
             if self.history is None:
-                if not request.append_to_history:
+                if not request.append_to_history or request.approvals is not None:
                     raise InvokeError(
                         f"There is no chat {request.chat_id!r}.", status=404, code="not_found"
                     )
@@ -341,7 +427,9 @@ class Invocation:
         return self.store
 
     async def finish(self, result: RunResult) -> InvokeResult:
-        """Keep a finished, aborted or budget-stopped turn as the request asked; describe it.
+        """Keep a turn that did not fail as the request asked; describe it; then `close`.
+
+        A turn awaiting approval is kept as a finished one, to be resumed from there.
 
         Raises:
             HistoryConflictError: When the stored chat kept changing under this turn
@@ -349,12 +437,14 @@ class Invocation:
         """
         history = self.history
         returned = history if self.returns_history else None
-        if self.request.append_to_history and history is not None:
-            chats.append_turn(history, result.new_messages, below=self.start_node)
-            if self.chat_id is not None and self.store is not None:
-                await chats.save(
-                    self.store, self.chat_id, history, attempts=self.config.limits.save_attempts
-                )
+        try:
+            if self.request.append_to_history and history is not None:
+                chats.append_turn(history, result.new_messages, below=self.start_node)
+                if self.chat_id is not None and self.store is not None:
+                    attempts = self.config.limits.save_attempts
+                    await chats.save(self.store, self.chat_id, history, attempts=attempts)
+        finally:
+            self.close()
         status, stop = ending(result)
         return InvokeResult(
             text=result.text,
@@ -368,6 +458,7 @@ class Invocation:
             run=result,
             cost=result.cost,
             budget_exceeded=stop,
+            approvals=result.pending_approvals,
         )
 
 
@@ -375,6 +466,8 @@ def ending(result: RunResult) -> tuple[InvokeStatus, BudgetExceededEvent | None]
     """How a turn that did not fail ended, and the budget's event when the budget ended it."""
     if result.stop_reason == "aborted":
         return "aborted", None
+    if result.stop_reason == "awaiting_approval":
+        return "awaiting_approval", None
     last = result.events[-1] if result.events else None
     if result.stop_reason == "budget" and isinstance(last, BudgetExceededEvent):
         return "budget_exceeded", last
@@ -406,6 +499,12 @@ async def invoke(
     nothing; one that ``limits.budget`` stops before a model call ends with status
     ``budget_exceeded`` and is kept like a finished one.
 
+    Calls that need approval do not hold the turn (``defer_approval=True``; a tool's own
+    `Approver` is still asked): it ends with status ``awaiting_approval``, the calls in
+    `InvokeResult.approvals`, and is kept like a finished one. A request with
+    ``approvals`` (and no message) answers them: the turn resumes from the conversation
+    (`Agent.resume`), and the answer has the same form (it may await approval again).
+
     Args:
         request: The request, e.g. from `InvokeRequest.from_json`.
         clients: The model client, or clients by model id (the first is the default).
@@ -424,7 +523,9 @@ async def invoke(
             and file as ``chat_path`` and ``history_path`` unless `host` gives them.
 
     Raises:
-        InvokeError: For what the request asks that the server cannot do (400, 404, 422).
+        InvokeError: For what the request asks that the server cannot do (400, 404, 422), and
+            409 ``nothing_to_resume`` for approvals when no call of the conversation awaits
+            one (or another request is answering the stored chat's calls).
         UserError: For a `request` that is not an `InvokeRequest` (read a parsed body with
             `InvokeRequest.from_dict`), a `store` that is not a `ChatStore`, or `limits`
             that are not a `ServerLimits`.
@@ -446,8 +547,11 @@ async def invoke(
         clients, tools, system=system, settings=settings, limits=limits, on_event=on_event
     )
     invocation = Invocation(request, config, store, host)
-    run = await invocation.start()
-    return await invocation.finish(await run_to_end(run))
+    try:
+        run = await invocation.start()
+        return await invocation.finish(await run_to_end(run))
+    finally:
+        invocation.close()
 
 
 async def run_to_end(run: AgentRun) -> RunResult:
@@ -458,6 +562,23 @@ async def run_to_end(run: AgentRun) -> RunResult:
         if exc.result is None:  # pragma: no cover - an ended run always sets it
             raise
         return exc.result
+
+
+def _check_waiting(approvals: Mapping[str, bool | str], waiting: set[str]) -> None:
+    """Refuse answers to calls that do not wait in the conversation (422)."""
+    problems = [
+        HistoryProblem(f"approvals.{call_id}", "no such call awaits approval")
+        for call_id in approvals
+        if call_id not in waiting
+    ]
+    if problems:
+        ids = ", ".join(repr(call_id) for call_id in sorted(waiting))
+        raise InvokeError(
+            f"Only these calls await approval: {ids}; {len(problems)} answer(s) name others.",
+            status=422,
+            code="invalid_approvals",
+            problems=problems,
+        )
 
 
 def _check_tool_choice(settings: ModelSettings, tools: Sequence[Tool]) -> None:

@@ -84,6 +84,9 @@ class ServerLimits:
     """Seconds a connection of `serve` or `aserve` may take to send a request's headers,
     from its opening or the end of its previous answer; then it is closed. Also bounds how
     long a client may go on sending a body the app answered without reading."""
+    max_approvals: int = 100
+    """The most calls one request may answer (``approvals``). The calls of a turn awaiting
+    approval may be answered over several requests: those left unanswered keep waiting."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -114,6 +117,7 @@ _COUNTS = (
     "save_attempts",
     "max_concurrent_requests",
     "max_connections",
+    "max_approvals",
 )
 _SECONDS = (
     "run_timeout",
@@ -140,12 +144,16 @@ def checked_limits(limits: ServerLimits | None) -> ServerLimits:
     return limits
 
 
+MAX_CALL_ID_CHARS = 512
+"""The longest call id ``approvals`` may name (the ids providers give are far shorter)."""
+
+
 class InvokeError(GlassAgentError):
     """A request the server refuses, with the HTTP status that says why.
 
     Attributes:
         status: The HTTP status: 400 (unknown model or tool), 401, 404, 408 (a body too
-            slow to arrive), 413 or 422.
+            slow to arrive), 409 (nothing awaits approval), 413 or 422.
         code: A short stable name for the refusal, e.g. ``"invalid_request"``.
         problems: Every problem found, with its location in the request (for 422).
     """
@@ -184,15 +192,15 @@ _PARAM_KINDS = {
 
 @dataclass(frozen=True, kw_only=True)
 class InvokeRequest:
-    """One invoke: a message, and where its conversation comes from and goes to.
+    """One invoke: a message or answers to approve calls, and where its conversation is kept.
 
     Build one in code, or read one from a request body with `from_json` (which validates
     everything and reads a posted history as untrusted). The JSON names differ in two places:
     ``tools_config.active_tools`` is `active_tools`, ``params`` is `settings`.
     """
 
-    message: str
-    """The user's message."""
+    message: str = ""
+    """The user's message; empty when the request gives `approvals`."""
     model_id: str | None = None
     """Which of the server's models answers; `None`: the default one."""
     history: History | None = None
@@ -213,6 +221,10 @@ class InvokeRequest:
     """Most model calls for this turn; `None`: the server's default."""
     stream: bool = False
     """Answer with a stream of events (the HTTP app only)."""
+    approvals: Mapping[str, bool | str] | None = None
+    """Answers to the calls a turn of the conversation (`history` or `chat_id`) left awaiting
+    approval, by call id: `True` approves, `False` declines, a string declines with that
+    reason. The request then resumes that turn (`Agent.resume`) and has no `message`."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Request fields this server does not know; they are ignored."""
 
@@ -282,20 +294,20 @@ def _read_fields(
             return None
         return value
 
-    message = take("message", lambda v: isinstance(v, str), "a string")
-    if "message" not in data or data["message"] is None:
-        problems.append(HistoryProblem("message", "is required"))
-    elif message == "":
-        problems.append(HistoryProblem("message", "must not be empty"))
-    elif isinstance(message, str):
-        size = len(message.encode("utf-8", "surrogatepass"))
-        if size > limits.history.max_message_bytes:
-            problems.append(
-                HistoryProblem(
-                    "message",
-                    f"{size} bytes exceed max_message_bytes={limits.history.max_message_bytes}",
-                )
-            )
+    approvals = data.get("approvals")
+    message = None
+    if approvals is None:
+        message = take("message", lambda v: isinstance(v, str), "a string")
+        _check_message(data, message, limits, problems)
+    else:
+        given = data.get("history") is not None or data.get("chat_id") is not None
+        found = approvals_problems(
+            approvals,
+            limits,
+            message_given=data.get("message") is not None,
+            conversation_given=given,
+        )
+        problems.extend(found)
     chat_id = take("chat_id", lambda v: isinstance(v, str), "a string")
     if chat_id is not None:
         try:
@@ -316,8 +328,111 @@ def _read_fields(
         "settings": _read_params(data.get("params"), problems),
         "max_iterations": min(iterations, limits.max_iterations) if iterations else None,
         "stream": bool(take("stream", _is_bool, "true or false")),
+        "approvals": approvals if isinstance(approvals, dict) else None,
         "extra": {k: v for k, v in data.items() if k not in known},
     }
+
+
+def _check_message(
+    data: dict[str, Any], message: Any, limits: ServerLimits, problems: list[HistoryProblem]
+) -> None:
+    if "message" not in data or data["message"] is None:
+        problems.append(HistoryProblem("message", "is required"))
+    elif message == "":
+        problems.append(HistoryProblem("message", "must not be empty"))
+    elif isinstance(message, str):
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > limits.history.max_message_bytes:
+            problems.append(
+                HistoryProblem(
+                    "message",
+                    f"{size} bytes exceed max_message_bytes={limits.history.max_message_bytes}",
+                )
+            )
+
+
+def approvals_problems(
+    approvals: Any,
+    limits: ServerLimits,
+    *,
+    message_given: bool,
+    conversation_given: bool,
+) -> list[HistoryProblem]:
+    """What is wrong with a request that answers calls awaiting approval (none: empty).
+
+    The answers must be an object of at most ``limits.max_approvals`` call ids (each not
+    empty, at most `MAX_CALL_ID_CHARS` characters), each answered with a bool or a reason
+    (a string within ``limits.history.max_message_bytes``); the request must name the
+    conversation (``history`` or ``chat_id``) and bring no message.
+    """
+    problems: list[HistoryProblem] = []
+    if message_given:
+        problems.append(
+            HistoryProblem(
+                "message",
+                "must not be given with `approvals`: they resume the turn that awaits them; "
+                "send the message in a request of its own",
+            )
+        )
+    if not conversation_given:
+        problems.append(
+            HistoryProblem(
+                "approvals",
+                "answer calls of a conversation: send its `chat_id` or `history` with them",
+            )
+        )
+    if not isinstance(approvals, Mapping):
+        kind = f"must be an object of call ids, not {_kind(approvals)}"
+        return [*problems, HistoryProblem("approvals", kind)]
+    if not approvals:
+        return [*problems, HistoryProblem("approvals", "must answer at least one call")]
+    if len(approvals) > limits.max_approvals:
+        too_many = (
+            f"{len(approvals)} answers exceed max_approvals={limits.max_approvals}; "
+            "answer the other calls in a next request"
+        )
+        return [*problems, HistoryProblem("approvals", too_many)]
+    for call_id, answer in approvals.items():
+        problems.extend(_answer_problems(call_id, answer, limits))
+    return problems
+
+
+def _answer_problems(call_id: Any, answer: Any, limits: ServerLimits) -> list[HistoryProblem]:
+    if not isinstance(call_id, str) or not call_id:
+        return [
+            HistoryProblem("approvals", f"a call id must be a non-empty string, not {call_id!r}")
+        ]
+    if len(call_id) > MAX_CALL_ID_CHARS:
+        long = f"a call id of {len(call_id)} characters exceeds {MAX_CALL_ID_CHARS}"
+        return [HistoryProblem("approvals", long)]
+    where = f"approvals.{call_id}"
+    if isinstance(answer, str):
+        size = len(answer.encode("utf-8", "surrogatepass"))
+        most = limits.history.max_message_bytes
+        if size > most:
+            return [
+                HistoryProblem(where, f"the reason's {size} bytes exceed max_message_bytes={most}")
+            ]
+    elif not isinstance(answer, bool):
+        kind = f"must be true, false or a reason (a string), not {_kind(answer)}"
+        return [HistoryProblem(where, kind)]
+    return []
+
+
+def check_approvals(request: InvokeRequest, limits: ServerLimits) -> None:
+    """Check the `approvals` of a request built in code as `InvokeRequest.from_dict` does.
+
+    Raises:
+        InvokeError: 422 ``invalid_request``, listing every problem found.
+    """
+    if request.approvals is None:
+        return
+    given = request.history is not None or request.chat_id is not None
+    problems = approvals_problems(
+        request.approvals, limits, message_given=bool(request.message), conversation_given=given
+    )
+    if problems:
+        raise InvokeError(_summary(problems), status=422, code="invalid_request", problems=problems)
 
 
 _KNOWN_FIELDS = frozenset(
@@ -332,6 +447,7 @@ _KNOWN_FIELDS = frozenset(
         "params",
         "max_iterations",
         "stream",
+        "approvals",
     }
 )
 
