@@ -8,6 +8,7 @@ a third resumes the run and finishes it.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import os
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from glassagent import Agent, LLMResponse, ToolCall, ToolContext, tool
-from glassagent.errors import ConfigurationError
+from glassagent.errors import ConfigurationError, RunAborted, UserError
 from glassagent.testing import ScriptedClient
 from tests.support.durable import ANSWER, ROOT, WORKER_SECONDS, effects, model_reply
 from tests.support.loopback_server import LoopbackServer
@@ -174,3 +175,134 @@ async def test_answers_and_listings_need_no_running_agent_nor_an_existing_databa
     assert "s3cretpw" not in str(refused.value)
     assert refused.value.__cause__ is None
     assert refused.value.__context__ is None or "s3cretpw" not in str(refused.value.__context__)
+
+
+async def test_the_wait_for_answers_is_no_part_of_the_run_timeout(tmp_path: Path) -> None:
+    paid: list[int] = []
+    agent = payments(paid)
+    agent.run_timeout = 3.0  # the rest of the run takes well under it, even on a busy machine
+    durable = DurableAgent(agent, name="payments", database_url=f"sqlite:///{tmp_path / 'p.db'}")
+    async with durable:
+        run = durable.run("Pay 5 and 700", run_id="slow-answer")
+        async for event in run:
+            if event.type == "approval_required" and event.call.id == "c2":
+                await asyncio.sleep(3.5)  # longer than the run_timeout
+                assert await durable.approve("slow-answer", "c1")
+                assert await durable.approve("slow-answer", "c2")
+        result = await run
+    assert sorted(paid) == [5, 700]  # the two calls ran at once
+    assert result.stop_reason == "end_turn"
+
+
+async def test_a_second_answer_to_a_call_never_answers_a_later_wait(tmp_path: Path) -> None:
+    paid: list[int] = []
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    client = ScriptedClient(
+        [
+            LLMResponse(tool_calls=[ToolCall("c1", "pay", {"amount": 5})]),
+            LLMResponse(tool_calls=[ToolCall("c1", "pay", {"amount": 5000})]),  # the id again
+            "Done.",
+        ]
+    )
+    durable = DurableAgent(
+        Agent(client, [pay]), name="payments", database_url=f"sqlite:///{tmp_path / 'p.db'}"
+    )
+    asked = 0
+    async with durable:
+        run = durable.run("Pay", run_id="twice")
+        async for event in run:
+            if event.type == "approval_required":
+                asked += 1
+                if asked == 1:  # a double click: both are sent, the run reads the first
+                    assert await durable.approve("twice", "c1")
+                    assert await durable.approve("twice", "c1")
+                else:  # the second wait is its own: the late answer did not approve it
+                    assert await durable.deny("twice", "c1", "too much")
+        await run
+    assert asked == 2
+    assert paid == [5]
+
+
+async def test_stray_messages_do_not_hold_off_the_approval_timeout(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'p.db'}"
+    durable = DurableAgent(
+        payments([]), name="payments", database_url=database, approval_timeout=1.0
+    )
+    strays = 0
+    async with durable:
+        task = asyncio.ensure_future(durable.run("Pay 5 and 700", run_id="strays"))
+        async with connected(database, "payments") as client:
+            while not task.done() and strays < 40:  # 8 s of strays, far past the timeout
+                await asyncio.sleep(0.2)
+                await client.send_async("strays", {"call_id": "c1", "approved": True}, ANSWERS)
+                strays += 1
+        result = await task
+    assert strays < 40  # the run ended while the strays still came
+    tools = [str(m.content) for m in result.new_messages if m.role == "tool"]
+    assert all("no answer came within the approval timeout" in t for t in tools)
+
+
+async def test_what_a_tool_returns_while_its_worker_stops_is_not_its_outcome(
+    tmp_path: Path,
+) -> None:
+    outcomes: list[str] = []
+    started = asyncio.Event()
+
+    @tool
+    async def polite(ctx: ToolContext) -> str:
+        """Stops early when asked to."""
+        started.set()
+        try:
+            await asyncio.wait_for(ctx.abort_event.wait(), 5 if not outcomes else 0.01)
+        except TimeoutError:
+            outcomes.append("done")
+            return "done properly"
+        outcomes.append("stopped")
+        return "stopped early, nothing done"
+
+    client = ScriptedClient([LLMResponse(tool_calls=[ToolCall("p1", "polite", {})]), "Finished."])
+    durable = DurableAgent(
+        Agent(client, [polite]), name="polite", database_url=f"sqlite:///{tmp_path / 'p.db'}"
+    )
+    async with durable:
+        running = asyncio.ensure_future(durable.run("Go", run_id="polite-1"))
+        await started.wait()
+    with pytest.raises(RunAborted):
+        await running
+    async with durable:  # resumed: the tool runs again, as a call in flight at a crash
+        result = await durable.result("polite-1")
+    assert outcomes == ["stopped", "done"]
+    assert [m.content for m in result.new_messages if m.role == "tool"] == ["done properly"]
+
+
+async def test_agents_of_two_names_on_one_database_keep_their_run_ids_apart(
+    tmp_path: Path,
+) -> None:
+    database = f"sqlite:///{tmp_path / 'shared.db'}"
+    billing = DurableAgent(
+        Agent(ScriptedClient(["billed"]), []), name="billing", database_url=database
+    )
+    support = DurableAgent(
+        Agent(ScriptedClient(["helped"]), []), name="support", database_url=database
+    )
+    async with billing:
+        assert (await billing.run("bill", run_id="shared-id")).text == "billed"
+    async with support:
+        with pytest.raises(UserError, match="a run of the durable agent 'billing'"):
+            await support.result("shared-id")
+        with pytest.raises(UserError, match="a run of the durable agent 'billing'"):
+            await support.run("help", run_id="shared-id")
+        assert (await support.run("help", run_id="own-id")).text == "helped"
+    for bad in ([], "", None):
+        with pytest.raises(UserError, match="must be a non-empty string"):
+            await support.approve(bad, "c1")  # type: ignore[arg-type]
+        with pytest.raises(UserError, match="must be a non-empty string"):
+            await support.deny("r", bad)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="`status` must be one of"):
+        await support.runs(status="bogus")  # type: ignore[arg-type]

@@ -440,3 +440,51 @@ def test_a_page_of_another_site_cannot_drive_the_agent(browser: Any, tmp_path: P
     assert sorted(tried) == [("OPTIONS", 403)] * 2 + [("POST", 403)] * 6, recorded.seen
     assert model.requests == []
     assert not (tmp_path / "project" / "pwned.txt").exists()
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored chat", "posted history"])
+def test_a_call_awaiting_approval_is_approved_or_declined_from_the_page(
+    browser: Any, tmp_path: Path, stored: bool
+) -> None:
+    """The turn stops at the calls that need approval; the page's buttons resume it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    deleted: list[str] = []
+
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    calls = [
+        ToolCall("call_a", "delete", {"path": "a.tmp"}),
+        ToolCall("call_b", "delete", {"path": "b.tmp"}),
+    ]
+    model = ScriptedClient([LLMResponse(tool_calls=calls), "Deleted a.tmp; b.tmp was kept."])
+    store = tmp_path / "chats" if stored else None
+    if store is not None:
+        store.mkdir()
+    app = create_app(model=model, tools=[delete], store=store, access_token=LAUNCH_TOKEN)
+    find, find_all = browser.find_element, browser.find_elements
+    with ThreadedServer(app) as server:
+        browser.get(f"{server.url}/?token={LAUNCH_TOKEN}")
+        wait_for(lambda: find(By.ID, "message").is_enabled(), "the composer")
+        find(By.ID, "message").send_keys("Delete the temporary files.", Keys.ENTER)
+        wait_for(lambda: find_all(By.CSS_SELECTOR, ".turn-status.awaiting_approval"), "the wait")
+        rows = find_all(By.CSS_SELECTOR, ".approvals .approval")
+        assert [row.get_attribute("data-call") for row in rows] == ["call_a", "call_b"]
+        assert '"path": "a.tmp"' in rows[0].find_element(By.CSS_SELECTOR, "pre.args").text
+        assert deleted == []  # nothing ran before an answer
+        rows[0].find_element(By.CSS_SELECTOR, "button.approve").click()
+        assert deleted == []  # the turn resumes once every waiting call is answered
+        rows[1].find_element(By.CSS_SELECTOR, ".reason").send_keys("keep b")
+        rows[1].find_element(By.CSS_SELECTOR, "button.decline").click()
+        wait_for(lambda: find_all(By.CSS_SELECTOR, ".turn-status.complete"), "the resumed turn")
+        answers = [a.text for a in find_all(By.CSS_SELECTOR, ".msg.assistant")]
+    assert deleted == ["a.tmp"]
+    assert answers[-1] == "Deleted a.tmp; b.tmp was kept."
+    results = [m for m in model.requests[-1].messages if m.role == "tool"]
+    assert results[0].content == "deleted a.tmp"
+    assert "keep b" in str(results[1].content)

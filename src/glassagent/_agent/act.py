@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,8 @@ class Host:
     """Why the run is aborting."""
     interrupted: Callable[[ToolInterrupted, str], None]
     """A tool raised `KeyboardInterrupt`: abort the run with this reason."""
+    paused: Callable[[], AbstractContextManager[None]]
+    """Stop counting the run's ``run_timeout`` meanwhile (a durable approval wait)."""
 
 
 class Acting:
@@ -207,7 +210,9 @@ class Acting:
             for state in asking:
                 self._announce(state)
 
-        answers = await steps.approvals(tuple(state.call for state in asking), announce)
+        assert self._host is not None
+        with self._host.paused():  # a wait of days is no part of the run's time
+            answers = await steps.approvals(tuple(state.call for state in asking), announce)
         for call_id, answer in answers.items():
             self._gate.answer(call_id, answer)
 

@@ -17,6 +17,7 @@ from glassagent._agent.config import append_turn, plan_output
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
 from glassagent._agent.think import read_answer, tool_protocol
+from glassagent._agent.timer import RunTimer
 from glassagent._core.errors import (
     HistoryAppendError,
     MaxIterationsExceeded,
@@ -93,6 +94,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._gate = ApprovalGate(resume[1] if resume else None)
         self._context = NO_CONTEXT  # what the context tools gathered, sent with each request
         self._timed_out = False
+        self._timer = RunTimer(config.run_timeout, self._time_out)
         self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] | None = None
         self._producer: asyncio.Task[None] | None = None
@@ -315,7 +317,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         A `SystemExit` or `KeyboardInterrupt` reaching asyncio's task machinery would stop
         the whole event loop, and every other run on it.
         """
-        timer = self._start_timer()
+        self._timer.start()
         try:
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
@@ -343,24 +345,17 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             error.__cause__ = exc
             self._end_failed(error)
         finally:
-            if timer is not None:
-                timer.cancel()
+            self._timer.stop()
             try:
                 await self._hook_caught_up()
             finally:
                 self._announce_end()
 
-    def _start_timer(self) -> asyncio.TimerHandle | None:
-        """End the run with `RunTimeoutError` once `run_timeout` has passed."""
-        if self._config.run_timeout is None:
-            return None
-
-        def time_out() -> None:
-            if self._result is None and self._abort_reason is None:
-                self._timed_out = True
-                self.abort(f"the run_timeout of {self._config.run_timeout:g} s was reached")
-
-        return asyncio.get_running_loop().call_later(self._config.run_timeout, time_out)
+    def _time_out(self) -> None:
+        """`run_timeout` has passed: end the run with `RunTimeoutError`."""
+        if self._result is None and self._abort_reason is None:
+            self._timed_out = True
+            self.abort(f"the run_timeout of {self._config.run_timeout or 0:g} s was reached")
 
     def _announce_end(self) -> None:
         """The step after the end: append the turn to the history, then end the stream.
@@ -542,6 +537,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             ended=lambda: self._result is not None,
             reason=lambda: self._abort_reason or "cancelled",
             interrupted=self._tool_interrupted,
+            paused=self._timer.paused,
         )
         self._acted = True  # a tool choice that forces a call has been honoured
         pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)

@@ -10,18 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, get_args
 
 from glassagent._agent.agent import Agent
 from glassagent._core.errors import ConfigurationError, RunAborted, RunError, UserError
 from glassagent._core.result import OutputT, RunResult
 from glassagent._durable import codec
-from glassagent._durable.approvals import connected, send_answer, stored, waiting
+from glassagent._durable.approvals import APPROVALS, connected, send_answer, stored, waiting
 from glassagent._durable.handle import DurableAgentRun
 from glassagent._durable.model_queue import ModelQueue, check_calls, queue_name
 from glassagent._durable.takeover import Workers, check_takeover_after
 from glassagent._durable.urls import masked, shown
-from glassagent._durable.workflow import AGENTS, WORKFLOW, Durable, register
+from glassagent._durable.workflow import AGENTS, WORKFLOW, Build, Durable, Finish, register
 from glassagent._version import __version__
 
 if TYPE_CHECKING:
@@ -210,6 +210,7 @@ class DurableAgent(Generic[OutputT]):
             )
         self._loop_executor: ThreadPoolExecutor | None = None  # the loop's, before DBOS's
         self._stopping = False  # leaving `async with`: runs still going are stopped
+        self._waiters: set[asyncio.Future[Any]] = set()  # awaited runs and follows
         self._open = False
 
     def _config(self) -> DBOSConfig:
@@ -248,7 +249,7 @@ class DurableAgent(Generic[OutputT]):
         if os.environ.get("DBOS__CLOUD") == "true":
             raise ConfigurationError("DBOS__CLOUD is set: durable agents run without DBOS Cloud.")
         register()  # before launch, which resumes pending runs
-        self._stopping = False
+        self._stopping = self._durable.stopping = False
         AGENTS[self.name] = self._durable
         loop = asyncio.get_running_loop()
         self._loop_executor = getattr(loop, "_default_executor", None)
@@ -286,7 +287,8 @@ class DurableAgent(Generic[OutputT]):
         """
         await self._workers.stop()  # before DBOS goes: it lists and resumes runs
         self._stopping = True
-        running = list(self._durable.running)
+        self._durable.stopping = True  # tools cut short now keep no outcome
+        running = [*self._durable.running, *self._waiters]  # runs here, waits for others
         for task in running:
             task.cancel()
         if running:
@@ -297,6 +299,7 @@ class DurableAgent(Generic[OutputT]):
         try:
             await asyncio.to_thread(self._close)
         finally:
+            self._stopping = False  # a later cancellation is the caller's own again
             await self._workers.leave()  # gone: its pending runs are free to take over
 
     def _close(self) -> None:
@@ -342,8 +345,18 @@ class DurableAgent(Generic[OutputT]):
             raise UserError(f"`history` must be a History, got {type(history).__name__}.")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise UserError(f"`run_id` must be a non-empty string, got {run_id!r}.")
-        run_id = run_id or uuid.uuid4().hex
         document = history.to_dict() if history is not None else None
+        return self._start(prompt, run_id or uuid.uuid4().hex, document, None)
+
+    def _start(
+        self,
+        prompt: str,
+        run_id: str,
+        history: dict[str, Any] | None,
+        options: dict[str, Any] | None,
+    ) -> DurableAgentRun[OutputT]:
+        """The run `run_id` (started, or the one of that id); `options` go to the workflow."""
+        self._check_open()
 
         async def outcome() -> RunResult[OutputT]:
             from dbos import DBOS, SetWorkflowID
@@ -351,11 +364,51 @@ class DurableAgent(Generic[OutputT]):
             handle: WorkflowHandleAsync[dict[str, Any]]
             with SetWorkflowID(run_id):
                 handle = await DBOS.start_workflow_async(
-                    register(), self.name, run_id, prompt, document
+                    register(), self.name, run_id, prompt, history, options
                 )
+            self._own(run_id, await handle.get_status())  # not another agent's run of that id
             return await self._outcome(run_id, handle.get_result())
 
-        return DurableAgentRun(run_id, self._durable.feeds, outcome)
+        return DurableAgentRun(run_id, self._durable.feeds, outcome, self._waiters)
+
+    def _hooks(self, build: Build, finish: Finish | None) -> None:
+        """Make each run started with options build its agent, and keep its result (`Durable`).
+
+        Set before ``async with``, so the runs it resumes at launch find them.
+        """
+        self._durable.build = build
+        self._durable.finish = finish
+
+    async def _options(self, run_id: str) -> dict[str, Any] | None:
+        """The options the run `run_id` of this agent was started with (`{}`: none).
+
+        `None` when no run of this agent has that id. Inside ``async with``.
+        """
+        from dbos import DBOS
+
+        self._check_open()
+        found = await DBOS.list_workflows_async(workflow_ids=[run_id], load_output=False)
+        if not found or found[0].name != WORKFLOW:
+            return None
+        inputs: Any = found[0].input
+        if isinstance(inputs, dict):  # the portable serializer's form
+            args, kwargs = list(inputs.get("args") or ()), dict(inputs.get("kwargs") or {})
+        else:
+            args, kwargs = list(getattr(inputs, "args", ())), dict(getattr(inputs, "kwargs", {}))
+        options = args[4] if len(args) > 4 else kwargs.get("options")
+        return options if isinstance(options, dict) else {}
+
+    async def _waiting(self, run_id: str) -> tuple[ToolCall, ...]:
+        """The calls the run `run_id` waits on now, read through this process's DBOS."""
+        from dbos import DBOS
+
+        from glassagent._core.messages import ToolCall
+
+        self._check_open()
+        data = await DBOS.get_event_async(run_id, APPROVALS, timeout_seconds=0)
+        if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
+            return ()  # {"wait": its token, "calls": [...]}: see approvals.py
+        return codec.many_from(ToolCall, data["calls"])
 
     def follow(self, run_id: str) -> DurableAgentRun[OutputT]:
         """Follow the run `run_id`, wherever it runs: await it for its result.
@@ -370,7 +423,8 @@ class DurableAgent(Generic[OutputT]):
                 that id.
         """
         self._check_open()
-        return DurableAgentRun(run_id, self._durable.feeds, partial(self._waited, run_id))
+        waited = partial(self._waited, run_id)
+        return DurableAgentRun(run_id, self._durable.feeds, waited, self._waiters)
 
     async def result(self, run_id: str) -> RunResult[OutputT]:
         """Wait for the run `run_id` to end, wherever it runs; return its result.
@@ -395,7 +449,17 @@ class DurableAgent(Generic[OutputT]):
             status = None
         if status is None or status.name != WORKFLOW:
             raise UserError(f"No durable run has the id {run_id!r}.")
+        self._own(run_id, status)
         return await self._outcome(run_id, handle.get_result(polling_interval_sec=POLL_SECONDS))
+
+    def _own(self, run_id: str, status: WorkflowStatus) -> None:
+        """Refuse the run of another agent's name that has this id (in a shared database)."""
+        owner = status.application_name
+        if owner is not None and owner != self.name:
+            raise UserError(
+                f"The run id {run_id!r} is a run of the durable agent {owner!r}, not of "
+                f"{self.name!r}: give each run an id of its own."
+            )
 
     async def _outcome(self, run_id: str, outcome: Awaitable[Any]) -> RunResult[OutputT]:
         from dbos._error import DBOSAwaitedWorkflowCancelledError
@@ -445,7 +509,11 @@ class DurableAgent(Generic[OutputT]):
 
         Raises:
             ConfigurationError: When the database cannot be read.
+            UserError: For a `status` that is none of `DurableRunStatus`.
         """
+        if status is not None and status not in get_args(DurableRunStatus):
+            known = ", ".join(get_args(DurableRunStatus))
+            raise UserError(f"`status` must be one of {known}, not {status!r}.")
         asked = "pending" if status == "awaiting_approval" else status
         if not stored(self.database_url):
             return []
@@ -473,7 +541,9 @@ class DurableAgent(Generic[OutputT]):
 
         Raises:
             ConfigurationError: When the database cannot be read.
+            UserError: For a `run_id` that is not a non-empty string.
         """
+        _check_ids(run_id=run_id)
         if not stored(self.database_url):
             return ()
         async with connected(self.database_url, self.name) as client:
@@ -494,6 +564,7 @@ class DurableAgent(Generic[OutputT]):
 
         Raises:
             ConfigurationError: When the database cannot be reached.
+            UserError: For ids that are not non-empty strings.
         """
         return await self._answer(run_id, call_id, True, None)
 
@@ -508,12 +579,14 @@ class DurableAgent(Generic[OutputT]):
 
         Raises:
             ConfigurationError: When the database cannot be reached.
+            UserError: For ids that are not non-empty strings, or a `reason` not a string.
         """
         if reason is not None and not isinstance(reason, str):
             raise UserError(f"`reason` must be a string, got {type(reason).__name__}.")
         return await self._answer(run_id, call_id, False, reason)
 
     async def _answer(self, run_id: str, call_id: str, approved: bool, reason: str | None) -> bool:
+        _check_ids(run_id=run_id, call_id=call_id)
         if not stored(self.database_url):
             return False
         async with connected(self.database_url, self.name) as client:
@@ -535,3 +608,10 @@ def _run_of(workflow: WorkflowStatus) -> DurableRun:
         executor_id=workflow.executor_id,
         version=workflow.app_version,
     )
+
+
+def _check_ids(**ids: object) -> None:
+    """Refuse ids that are not non-empty strings (`UserError`)."""
+    for name, value in ids.items():
+        if not isinstance(value, str) or not value:
+            raise UserError(f"`{name}` must be a non-empty string, got {value!r}.")

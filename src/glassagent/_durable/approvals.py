@@ -11,7 +11,7 @@ that answer start, so a resumed run replays it in the same order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from glassagent._core.errors import ConfigurationError, GlassAgentError
 from glassagent._core.events import to_jsonable
 from glassagent._core.messages import ToolCall
 from glassagent._durable import codec
+from glassagent._durable.steps import STEPS
 from glassagent._durable.urls import masked, shown
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ ANSWERS = "glassagent.approval"
 """The topic of the messages that answer them: ``{"call_id", "approved", "reason"}``."""
 WAIT_SECONDS = 86_400.0
 """How long one durable wait for a message lasts; the run waits again after it."""
+MAX_REASON = 4_000
+"""The longest reason for a decline that the run keeps (characters)."""
 
 
 async def wait_for_answers(
@@ -45,47 +48,58 @@ async def wait_for_answers(
 ) -> dict[str, Answer]:
     """The answers to `calls`, waited for durably in the running workflow (`RunSteps`).
 
-    `announce` is called once the calls are published as waiting. A message for no waiting
-    call is dropped. After `timeout` seconds without every answer (`None`: no limit), the
-    calls still waiting are declined.
+    `announce` is called once the calls are published as waiting. Each wait has its own
+    token, which the published calls and every answer to them carry: an answer for another
+    wait (a second click that came too late, say) is dropped, as is a message of another
+    shape. Once `timeout` seconds have passed since the wait began (`None`: no limit; the
+    time is read in recorded steps, so a replay decides the same), the calls still waiting
+    are declined.
     """
     from dbos import DBOS
 
+    wait_id = f"{replay.called}:{calls[0].id}"  # the same when a resumed run waits here again
     waiting = {call.id: call for call in calls}
     answers: dict[str, Answer] = {}
-    await DBOS.set_event_async(APPROVALS, [to_jsonable(call) for call in calls])
+    await _publish(wait_id, waiting.values())
     announce()
-    left = timeout
+    deadline = None if timeout is None else await STEPS.clock() + timeout
     while waiting:
-        if left is not None and left <= 0:
-            reason = f"no answer came within the approval timeout of {timeout:g} s"
-            answers.update((call_id, Answer(False, reason, failed=True)) for call_id in waiting)
-            break
-        wait = WAIT_SECONDS if left is None else min(left, WAIT_SECONDS)
+        wait = WAIT_SECONDS
+        if deadline is not None:
+            wait = min(wait, deadline - await STEPS.clock())
+            if wait <= 0:
+                reason = f"no answer came within the approval timeout of {timeout:g} s"
+                answers.update((call_id, Answer(False, reason, failed=True)) for call_id in waiting)
+                break
         replay.call()
-        message = await DBOS.recv_async(ANSWERS, timeout_seconds=wait)
-        if message is None:  # the wait's time is recorded too: a replay counts the same
-            left = None if left is None else left - wait
-            continue
-        found = answer_of(message)
+        found = answer_of(await DBOS.recv_async(ANSWERS, timeout_seconds=wait), wait_id)
         if found is None or found[0] not in waiting:
             continue
         answers[found[0]] = found[1]
         del waiting[found[0]]
-        await DBOS.set_event_async(APPROVALS, [to_jsonable(c) for c in waiting.values()])
+        if waiting:
+            await _publish(wait_id, waiting.values())
+    await _publish(wait_id, ())  # nothing waits any more
     return answers
 
 
-def answer_of(message: Any) -> tuple[str, Answer] | None:
-    """The call id and answer a message carries; `None` for a message of another shape."""
-    if not isinstance(message, dict):
+async def _publish(wait_id: str, calls: Iterable[ToolCall]) -> None:
+    from dbos import DBOS
+
+    value = {"wait": wait_id, "calls": [to_jsonable(call) for call in calls]}
+    await DBOS.set_event_async(APPROVALS, value)
+
+
+def answer_of(message: Any, wait_id: str) -> tuple[str, Answer] | None:
+    """The call id and answer a message for the wait `wait_id` carries; else `None`."""
+    if not isinstance(message, dict) or message.get("wait") != wait_id:
         return None
     call_id, approved, reason = (message.get(k) for k in ("call_id", "approved", "reason"))
     if not isinstance(call_id, str) or not isinstance(approved, bool):
         return None
     if reason is not None and not isinstance(reason, str):
         return None
-    return call_id, Answer(approved, (reason or "").strip() or None)
+    return call_id, Answer(approved, (reason or "").strip()[:MAX_REASON] or None)
 
 
 def stored(url: str) -> bool:
@@ -132,20 +146,27 @@ def _unreadable(url: str, exc: Exception) -> ConfigurationError:
     return ConfigurationError(f"Could not read the runs at {shown(url)}: {detail}")
 
 
+async def published(client: DBOSClient, run_id: str) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """The wait of the run `run_id` and the calls that wait in it now."""
+    data = await client.get_event_async(run_id, APPROVALS, timeout_seconds=0)
+    if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
+        return None, ()
+    wait_id = data.get("wait")
+    return (wait_id if isinstance(wait_id, str) else None), codec.many_from(ToolCall, data["calls"])
+
+
 async def waiting(client: DBOSClient, run_id: str) -> tuple[ToolCall, ...]:
     """The calls of the run `run_id` that wait for an answer now."""
-    data = await client.get_event_async(run_id, APPROVALS, timeout_seconds=0)
-    if not isinstance(data, list):
-        return ()
-    return codec.many_from(ToolCall, data)
+    return (await published(client, run_id))[1]
 
 
 async def send_answer(
     client: DBOSClient, run_id: str, call_id: str, approved: bool, reason: str | None
 ) -> bool:
     """Answer the call `call_id` of the run `run_id`; whether it was waiting."""
-    if call_id not in {call.id for call in await waiting(client, run_id)}:
+    wait_id, calls = await published(client, run_id)
+    if wait_id is None or call_id not in {call.id for call in calls}:
         return False
-    message = {"call_id": call_id, "approved": approved, "reason": reason}
+    message = {"wait": wait_id, "call_id": call_id, "approved": approved, "reason": reason}
     await client.send_async(run_id, message, ANSWERS)
     return True

@@ -68,11 +68,13 @@ class DurableAgentRun(Coroutine[Any, Any, RunResult[OutputT]]):
         run_id: str,
         feeds: dict[str, Feed],
         outcome: Callable[[], Awaitable[RunResult[OutputT]]],
+        waiters: set[asyncio.Future[Any]] | None = None,
     ) -> None:
         self.run_id: str = run_id
         """The run's id (its DBOS workflow id)."""
         self._feeds = feeds
         self._outcome = outcome
+        self._waiters = waiters  # the agent's: stopped when it leaves `async with`
         self._task: asyncio.Future[RunResult[OutputT]] | None = None
         self._coroutine: Coroutine[Any, Any, RunResult[OutputT]] | None = None
         self._claimed = False
@@ -82,6 +84,9 @@ class DurableAgentRun(Coroutine[Any, Any, RunResult[OutputT]]):
         if self._task is None:
             self._task = asyncio.ensure_future(self._outcome())
             self._task.add_done_callback(_retrieved)
+            if self._waiters is not None:
+                self._waiters.add(self._task)
+                self._task.add_done_callback(self._waiters.discard)
         return self._task
 
     async def _wait(self) -> RunResult[OutputT]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -63,6 +64,8 @@ class Steps:
 
     model_call: ModelCall
     tool_call: ToolCallStep
+    clock: Callable[[], Awaitable[float]]
+    """The time, in seconds since the epoch: recorded, so a replay reads the same time."""
 
 
 class Channel:
@@ -72,8 +75,9 @@ class Channel:
     from its checkpoint, the body never runs and `ran` stays `False`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, aborted: Callable[[], bool] | None = None) -> None:
         self.ran = False
+        self.aborted = aborted  # whether the process stops the run (it stays pending)
         self.error: GlassAgentError | None = None  # the live error, for its traceback
         self._parts: collections.deque[StreamPart] = collections.deque()
         self._arrived = asyncio.Event()
@@ -180,15 +184,33 @@ async def tool_call_body(
         result = await execute()
     except ToolInterrupted as exc:  # the run aborts: nothing to keep
         raise _NotRecorded(exc) from None
+    if channel.aborted is not None and channel.aborted():  # cut short by a stop: no outcome
+        raise _NotRecorded(_Stopped(result))
     return {"call_id": call_id, "result": codec.tool_result_dict(result)}
 
 
-STEPS = Steps(model_call_body, tool_call_body)
+class _Stopped(Exception):
+    """A tool's result while its run was stopping: returned, never recorded."""
+
+    def __init__(self, result: ToolResult) -> None:
+        super().__init__("the run stopped while the tool ran")
+        self.result = result
+
+
+async def clock_body() -> float:
+    """The time now (`time.time`)."""
+    return time.time()
+
+
+STEPS = Steps(model_call_body, tool_call_body, clock_body)
 """The steps a durable run calls; DBOS steps once registered."""
 
 
 async def tool_step(
-    replay: Replay, prepared: Prepared, execute: Callable[[], Awaitable[ToolResult]]
+    replay: Replay,
+    stopping: Callable[[], bool],
+    prepared: Prepared,
+    execute: Callable[[], Awaitable[ToolResult]],
 ) -> ToolResult:
     """Run `prepared` as one step (`RunSteps.tool`), or read its recorded result.
 
@@ -199,8 +221,10 @@ async def tool_step(
     call = prepared.call
     replay.call()
     try:
-        data = await STEPS.tool_call(call.id, execute, Channel())
+        data = await STEPS.tool_call(call.id, execute, Channel(stopping))
     except _NotRecorded as carrier:
+        if isinstance(carrier.inner, _Stopped):  # the run is aborting: it keeps no result
+            return carrier.inner.result
         raise carrier.inner from None
     if data.get("call_id") != call.id:
         raise RunError(

@@ -21,6 +21,7 @@ from glassagent._core.errors import UserError
 from glassagent._history.store import check_chat_id
 from glassagent._server import auth, chats, web
 from glassagent._server.chats import ANONYMOUS_USER, UserStores
+from glassagent._server.durable import DurableServer, DurableTurn
 from glassagent._server.guard import Guard
 from glassagent._server.invoke import Invocation, ServerConfig, run_to_end
 from glassagent._server.request import InvokeError, InvokeRequest, ServerLimits
@@ -43,6 +44,7 @@ class AppState:
     stores: UserStores | None
     tokens: Mapping[bytes, str] | None  # SHA-256 of each token -> its user id
     host: Mapping[str, Any] = field(default_factory=dict)  # the application's facts, checked
+    durable: DurableServer | None = None  # turns are durable runs (`create_app(durable=)`)
 
     def user(self, request: Request) -> str:
         """The user a request authenticates as (its bearer token, or the web view's cookie).
@@ -70,12 +72,14 @@ def build_app(
     allowed_hosts: frozenset[str] = frozenset(),
     allowed_origins: frozenset[str] = frozenset(),
     host: Mapping[str, Any] | None = None,
+    durable: DurableServer | None = None,
 ) -> Starlette:
     """The Starlette app serving `config` (see `glassagent.server.create_app`).
 
     `tokens` map each token to its user; `None`: no authentication. Every request passes
     the `Guard` first. `host` holds the application's facts for the tools' context, checked
-    (`check_host_facts`).
+    (`check_host_facts`). With `durable`, the turns are its durable runs, and the app's
+    lifespan runs its durable agent.
     """
     guard = Middleware(
         Guard,
@@ -92,10 +96,15 @@ def build_app(
             *web.ROUTES,
         ],
         middleware=[guard],
+        lifespan=durable.lifespan if durable is not None else None,
     )
     hashed = auth.hashed(tokens) if tokens is not None else None
     app.state.glassagent = AppState(
-        config=config, stores=stores, tokens=hashed, host=MappingProxyType(dict(host or {}))
+        config=config,
+        stores=stores,
+        tokens=hashed,
+        host=MappingProxyType(dict(host or {})),
+        durable=durable,
     )
     return app
 
@@ -235,6 +244,8 @@ async def _invoke(request: Request) -> Response:
         user = state.user(request)
         body = await _read_body(request, limits)
         invoke_request = InvokeRequest.from_json(body, limits)
+        if state.durable is not None:
+            return await _durable_turn(state.durable, invoke_request, user)
         store = state.stores.get(user) if state.stores is not None else None
         host = _host_of(request, state, user)
         invocation = Invocation(invoke_request, state.config, store, host)
@@ -247,6 +258,30 @@ async def _invoke(request: Request) -> Response:
     if invoke_request.stream:
         return EventStream(invocation, run)
     return await _answer(invocation, run, request.receive)
+
+
+async def _durable_turn(server: DurableServer, request: InvokeRequest, user: str) -> Response:
+    """A durable server's turn: as JSON once it ended or waits, or as a stream."""
+    turn = DurableTurn(server, request, user)
+    await turn.start()
+    if request.stream:
+        return DurableStream(turn)
+    try:
+        outcome = await turn.outcome()
+    except Exception as exc:
+        response = _error(exc)
+        if isinstance(response, JSONResponse):
+            _with_run_id(response, turn.run_id)
+        return response
+    return JSONResponse(outcome.to_dict())
+
+
+def _with_run_id(response: JSONResponse, run_id: str) -> None:
+    """Add the turn's ``run_id`` to an error body (``{"error": {...}}``)."""
+    body = json.loads(bytes(response.body))
+    body["run_id"] = run_id
+    response.body = response.render(body)
+    response.headers["content-length"] = str(len(response.body))
 
 
 def _host_of(request: Request, state: AppState, user: str) -> dict[str, Any]:
@@ -369,3 +404,74 @@ class EventStream(Response):
         except Exception:
             self._open = False
             self.run.abort(_DISCONNECTED)
+
+
+class DurableStream(Response):
+    """A durable turn's events as Server-Sent Events, as `EventStream` (``replayed`` ones too).
+
+    The events are those this process sees (none for a run another server executes); the
+    terminal event comes once the turn ended or waits for approval (then ``awaiting_approval``
+    with the ``approvals``), and carries the answer's ``status``, ``run_id`` (and
+    ``approvals``, ``chat_id``, ``history`` when it has them). A client that disconnects
+    stops following: the run goes on.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, turn: DurableTurn) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.turn = turn
+        self.held: dict[str, Any] | None = None
+        self.last: dict[str, Any] = {"run_id": turn.run_id, "seq": 0}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        relay = asyncio.create_task(self._relay(send))
+        try:
+            try:
+                outcome = await self.turn.outcome()
+            except Exception as exc:
+                ending = self.held if self.held and self.held["type"] == "error" else None
+                ending = ending or _error_event(exc, self.last)
+            else:
+                await asyncio.wait({relay}, timeout=1.0)  # the events before the end or wait
+                ending = self._ending(outcome.to_dict())
+        finally:
+            relay.cancel()
+        ending["run_id"] = self.turn.run_id
+        await send({"type": "http.response.body", "body": _sse(ending), "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _relay(self, send: Send) -> None:
+        assert self.turn.run is not None
+        async for event in self.turn.run:
+            data = event.to_dict()
+            self.last = data
+            if data["type"] in _TERMINAL:
+                self.held = data
+                continue
+            await send({"type": "http.response.body", "body": _sse(data), "more_body": True})
+
+    def _ending(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body["status"] == "awaiting_approval":
+            ending = {"type": "awaiting_approval", "seq": self.last.get("seq", 0) + 1}
+        else:
+            ending = self.held or {"type": "complete", "text": body["text"]}
+        for name in ("status", "approvals", "chat_id", "history"):
+            if name in body:
+                ending[name] = body[name]
+        return ending
+
+
+def _error_event(exc: BaseException, last: Mapping[str, Any]) -> dict[str, Any]:
+    _, body, _ = error_response(exc)
+    error = body["error"]
+    return {
+        "type": "error",
+        "seq": last.get("seq", 0) + 1,
+        "error": error["message"],
+        "error_type": error["type"],
+    }

@@ -86,6 +86,8 @@ class InvokeResult:
     approvals: tuple[ToolCall, ...] = ()
     """With status ``awaiting_approval``: the calls waiting for an answer, in the order the
     model made them (empty otherwise)."""
+    run_id: str | None = None
+    """The turn's durable run (a server with ``durable``): post it again to follow the turn."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON response body.
@@ -94,7 +96,8 @@ class InvokeResult:
         "currency": "USD"}``, the amount an exact decimal string, or ``null`` when the turn
         could not be priced) and ``iterations``; then ``budget_exceeded`` (``{"limit",
         "reason"}``), ``approvals`` (with status ``awaiting_approval`` only: the waiting calls
-        as ``{"id", "name", "arguments"}``), ``chat_id`` and ``history`` when they are set.
+        as ``{"id", "name", "arguments"}``), ``chat_id``, ``run_id`` and ``history`` when
+        they are set.
         """
         body: dict[str, Any] = {
             "text": self.text,
@@ -111,6 +114,8 @@ class InvokeResult:
             body["approvals"] = [approval_dict(call) for call in self.approvals]
         if self.chat_id is not None:
             body["chat_id"] = self.chat_id
+        if self.run_id is not None:
+            body["run_id"] = self.run_id
         if self.history is not None:
             body["history"] = self.history.to_dict(self.history_version)
         return body
@@ -291,18 +296,24 @@ class Invocation:
         without an approver. A request with ``approvals`` resumes such a run instead.
 
         Raises:
-            InvokeError: 400 (unknown model or tool, chats without a store), 404 (no such
-                chat), 409 (no call of the conversation awaits approval) or 422 (a history
-                attachment or message the policy refuses, approvals of calls that do not
-                wait).
+            InvokeError: 400 (unknown model or tool, chats without a store, a ``run_id``),
+                404 (no such chat), 409 (no call of the conversation awaits approval) or 422
+                (a history attachment or message the policy refuses, approvals of calls that
+                do not wait).
         """
         request, limits = self.request, self.config.limits
+        if request.run_id is not None:
+            raise InvokeError(
+                "`run_id` names a durable turn: this server runs none (see `durable`).",
+                status=400,
+                code="not_durable",
+            )
         check_approvals(request, limits)
         client = self.client()
         system = request.system_prompt
         tools = self.tools()
         settings = (self.config.settings or ModelSettings()).merge(request.settings)  # request wins
-        _check_tool_choice(settings, tools)
+        check_tool_choice(settings, tools)
         agent = Agent(
             client,
             tools,
@@ -445,21 +456,33 @@ class Invocation:
                     await chats.save(self.store, self.chat_id, history, attempts=attempts)
         finally:
             self.close()
-        status, stop = ending(result)
-        return InvokeResult(
-            text=result.text,
-            status=status,
-            stop_reason=result.model_stop_reason,
-            usage=result.usage,
-            iterations=result.iterations,
-            chat_id=self.chat_id,
-            history=returned,
-            history_version=self.request.history_version,
-            run=result,
-            cost=result.cost,
-            budget_exceeded=stop,
-            approvals=result.pending_approvals,
-        )
+        return described(result, self.chat_id, returned, self.request.history_version)
+
+
+def described(
+    result: RunResult,
+    chat_id: str | None,
+    history: History | None,
+    version: Version,
+    run_id: str | None = None,
+) -> InvokeResult:
+    """The `InvokeResult` of a turn's run that did not fail."""
+    status, stop = ending(result)
+    return InvokeResult(
+        text=result.text,
+        status=status,
+        stop_reason=result.model_stop_reason,
+        usage=result.usage,
+        iterations=result.iterations,
+        chat_id=chat_id,
+        history=history,
+        history_version=version,
+        run=result,
+        cost=result.cost,
+        budget_exceeded=stop,
+        approvals=result.pending_approvals,
+        run_id=run_id,
+    )
 
 
 def ending(result: RunResult) -> tuple[InvokeStatus, BudgetExceededEvent | None]:
@@ -581,7 +604,7 @@ def _check_waiting(approvals: Mapping[str, bool | str], waiting: set[str]) -> No
         )
 
 
-def _check_tool_choice(settings: ModelSettings, tools: Sequence[Tool]) -> None:
+def check_tool_choice(settings: ModelSettings, tools: Sequence[Tool]) -> None:
     """Refuse a tool choice that no tool of the turn can satisfy (400)."""
     try:
         check_against(settings.tool_choice, [tool.name for tool in tools])

@@ -224,7 +224,12 @@ class InvokeRequest:
     approvals: Mapping[str, bool | str] | None = None
     """Answers to the calls a turn of the conversation (`history` or `chat_id`) left awaiting
     approval, by call id: `True` approves, `False` declines, a string declines with that
-    reason. The request then resumes that turn (`Agent.resume`) and has no `message`."""
+    reason. The request then resumes that turn (`Agent.resume`) and has no `message`. On a
+    durable server, the answers go to the turn `run_id`."""
+    run_id: str | None = None
+    """A durable server's turn (``create_app(durable=...)``): a new turn's id (default: a
+    new one), or a turn to follow again or to answer `approvals` of. Refused (400) by a
+    server without ``durable``."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Request fields this server does not know; they are ignored."""
 
@@ -300,7 +305,7 @@ def _read_fields(
         message = take("message", lambda v: isinstance(v, str), "a string")
         _check_message(data, message, limits, problems)
     else:
-        given = data.get("history") is not None or data.get("chat_id") is not None
+        given = any(data.get(name) is not None for name in ("history", "chat_id", "run_id"))
         found = approvals_problems(
             approvals,
             limits,
@@ -314,6 +319,12 @@ def _read_fields(
             check_chat_id(chat_id)
         except UserError as exc:
             problems.append(HistoryProblem("chat_id", str(exc)))
+    run_id = take("run_id", lambda v: isinstance(v, str), "a string")
+    if run_id is not None:
+        try:
+            check_chat_id(run_id)
+        except UserError as exc:
+            problems.append(HistoryProblem("run_id", str(exc).replace("chat id", "run id")))
     iterations = take("max_iterations", _is_int, "an integer")
     if iterations is not None and iterations < 1:
         problems.append(HistoryProblem("max_iterations", "must be at least 1"))
@@ -329,6 +340,7 @@ def _read_fields(
         "max_iterations": min(iterations, limits.max_iterations) if iterations else None,
         "stream": bool(take("stream", _is_bool, "true or false")),
         "approvals": approvals if isinstance(approvals, dict) else None,
+        "run_id": run_id,
         "extra": {k: v for k, v in data.items() if k not in known},
     }
 
@@ -427,7 +439,7 @@ def check_approvals(request: InvokeRequest, limits: ServerLimits) -> None:
     """
     if request.approvals is None:
         return
-    given = request.history is not None or request.chat_id is not None
+    given = any(x is not None for x in (request.history, request.chat_id, request.run_id))
     problems = approvals_problems(
         request.approvals, limits, message_given=bool(request.message), conversation_given=given
     )
@@ -448,6 +460,7 @@ _KNOWN_FIELDS = frozenset(
         "max_iterations",
         "stream",
         "approvals",
+        "run_id",
     }
 )
 

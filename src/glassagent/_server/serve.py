@@ -42,6 +42,9 @@ def create_app(
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
     host: Mapping[str, Any] | None = None,
+    durable: str | None = None,
+    worker_id: str | None = None,
+    takeover_after: float | None = 30.0,
 ) -> Starlette:
     """The ASGI app of the direct invoke API (needs the ``glassagent[server]`` extra).
 
@@ -93,14 +96,27 @@ def create_app(
             store as ``chat_manager``; with a file store (a directory or a `HistoryStore`)
             also the chat's folder as ``chat_path`` and its file as ``history_path``,
             unless `host` gives them.
+        durable: Run each turn as a durable run kept in this database
+            (``sqlite:///turns.sqlite``, or ``postgresql://...`` for several servers; needs
+            the ``glassagent[durable]`` extra): a turn survives a crash of the server, a
+            call that needs approval waits in the database, and the request's ``run_id``
+            names the turn (see "Durable turns" in the server guide). The app's lifespan
+            starts and stops it: serve it with `serve`, `aserve` or an ASGI server that runs
+            lifespans. Not with `host` facts (a durable turn's tools do not get them).
+        worker_id: This server's worker id among those sharing the database (default: the
+            host name and the process id, unique per process: a worker resumes at its start
+            the runs its own id left pending, so two live processes must not share one).
+        takeover_after: How long, in seconds, another server may be silent before this one
+            takes over its pending turns (see `DurableAgent`); `None`: never.
 
     Raises:
         ConfigurationError: For no model, clashing tool names, invalid tokens, both `tokens`
             and `access_token`, an allowed host or origin that is not one, ``"*"`` among the
             allowed hosts without `tokens` or `access_token`, a `store` that is
             neither a directory nor a `ChatStore`, an `on_event` that is not callable, a
-            `host` key that is not one of those above or a value of the wrong type, or
-            when Starlette is not installed.
+            `host` key that is not one of those above or a value of the wrong type, a
+            `durable` that is not a URL (or with `host`, or tools with an approver), or
+            when Starlette (or DBOS, with `durable`) is not installed.
         UserError: For `limits` that are not a `ServerLimits`.
     """
     try:
@@ -123,6 +139,15 @@ def create_app(
     hosts = check_allowed_hosts(allowed_hosts)
     if "*" in hosts and users is None:
         raise ConfigurationError(_ANY_HOST_NEEDS_TOKENS)
+    turns = None
+    if durable is not None:
+        if host is not None:
+            raise ConfigurationError("`host` facts are not given to durable turns' tools.")
+        from glassagent._server.durable import DurableServer
+
+        turns = DurableServer(
+            config, stores, durable, worker_id=worker_id, takeover_after=takeover_after
+        )
     return build_app(
         config,
         stores,
@@ -130,6 +155,7 @@ def create_app(
         allowed_hosts=hosts,
         allowed_origins=check_allowed_origins(allowed_origins),
         host=facts,
+        durable=turns,
     )
 
 

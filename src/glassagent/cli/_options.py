@@ -132,6 +132,10 @@ class ServeOptions:
     """More host names the server answers to (``--allowed-host``)."""
     allowed_origins: tuple[str, ...] = ()
     """Web origins whose requests are taken (``--allowed-origin``)."""
+    durable: str | None = None
+    """Run the turns as durable runs in this database (``--durable``); `None`: not."""
+    worker_id: str | None = None
+    """This server's worker id among the servers of one database (``--worker-id``)."""
     command: Literal["serve"] = "serve"
     """Always ``serve``."""
 
@@ -287,6 +291,19 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         help="keep chats in DIR, or in a database: sqlite+aiosqlite:///chats.db, "
         "postgresql+asyncpg://user:password@host/db (default: keep none)",
     )
+    add(
+        "--durable",
+        metavar="URL",
+        help="run each turn as a durable run kept in this database (sqlite:///turns.sqlite, "
+        "or postgresql://user:password@host/db for several servers): it survives a crash "
+        "of the server (needs glassagent[durable])",
+    )
+    add(
+        "--worker-id",
+        metavar="ID",
+        help="with --durable: this server's id among those on the database (default: "
+        "host name and process id)",
+    )
     add("--host", default=DEFAULT_HOST, help=f"the address to bind (default: {DEFAULT_HOST})")
     add(
         "--port",
@@ -416,6 +433,8 @@ def parse(argv: Sequence[str], version: str) -> Options | ServeOptions | DoctorO
             no_token=ns.no_token,
             allowed_hosts=tuple(ns.allowed_host),
             allowed_origins=tuple(ns.allowed_origin),
+            durable=ns.durable,
+            worker_id=ns.worker_id,
         )
     return Options(
         command=ns.command,

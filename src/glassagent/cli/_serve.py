@@ -90,6 +90,7 @@ async def serve_command(options: ServeOptions, note: Note) -> int:
         raise BadInput(str(exc)) from exc
     if options.no_token and "*" in hosts:
         raise BadInput("--allowed-host '*' needs a token: any web page could drive the server")
+    _check_durable(options)
     _check_address(options.host, options.port)
     store = await _open_store(options.store)
     try:
@@ -126,13 +127,16 @@ async def _serve(
                 settings=settings_for(provider),
                 allowed_hosts=options.allowed_hosts,
                 allowed_origins=options.allowed_origins,
+                durable=options.durable,
+                worker_id=options.worker_id,
             )
         except ConfigurationError as exc:  # starlette is missing, or the model cannot be priced
             raise BadInput(str(exc)) from exc
         users = f"{len(set(tokens.values()))} users" if tokens else "one anonymous user"
+        turns = f", durable turns in {_shown(options.durable)}" if options.durable else ""
         note(
             f"serving {client.provider_name}/{client.model} to {users}, "
-            f"{len(tools)} tools, {_kept(store)} (HTTP: {_http_stack()})"
+            f"{len(tools)} tools, {_kept(store)}{turns} (HTTP: {_http_stack()})"
         )
         if options.no_token:
             note(NO_TOKEN_WARNING)
@@ -152,6 +156,18 @@ NO_TOKEN_WARNING = (
     "cannot (the Host and Origin checks)."
 )
 """What ``serve --no-token`` prints before it serves."""
+
+
+def _check_durable(options: ServeOptions) -> None:
+    """``--durable`` needs DBOS (the durable extra); ``--worker-id`` needs ``--durable``.
+
+    Raises:
+        BadInput: Otherwise.
+    """
+    if options.worker_id is not None and options.durable is None:
+        raise BadInput("--worker-id needs --durable")
+    if options.durable is not None and importlib.util.find_spec("dbos") is None:
+        raise BadInput("--durable needs DBOS: pip install 'glassagent[durable]'")
 
 
 def _where(address: str, access_token: str | None, tokens: dict[str, str] | None) -> str:
@@ -225,6 +241,11 @@ async def _open_store(store: str | None) -> Path | SQLHistoryStore | None:
         await database.aclose()
         raise BadInput(str(exc)) from None
     return database
+
+
+def _shown(url: str) -> str:
+    """A database URL without its password."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def _kept(store: Path | SQLHistoryStore | None) -> str:

@@ -13,7 +13,7 @@
 (() => {
   const API = "/api/ai";
   const TOKEN_KEY = "glassagent.token";
-  const TERMINAL = new Set(["complete", "aborted", "error", "budget_exceeded"]);
+  const TERMINAL = new Set(["complete", "aborted", "error", "budget_exceeded", "awaiting_approval"]);
   const NEEDS_TOKEN =
     "This server needs a token: open the address glassagent serve printed (.../?token=...), " +
     "or enter a bearer token above.";
@@ -487,6 +487,7 @@
       if (event.type === "aborted") parts.push("aborted: " + event.reason);
       if (event.type === "error") parts.push(`error (${event.error_type}): ${event.error}`);
       if (event.type === "budget_exceeded") parts.push("budget exceeded: " + event.reason);
+      if (event.type === "awaiting_approval") parts.push("awaiting approval");
       if (event.iterations) parts.push(event.iterations + (event.iterations === 1 ? " model call" : " model calls"));
       if (event.usage) parts.push(formatUsage(event.usage));
       const total = this.cost.known && this.cost.total;
@@ -495,7 +496,35 @@
       footer.textContent = parts.join(" · ");
       this.root.append(footer);
       if (event.type !== "complete" && event.text && (!this.call || !this.call.answer)) this.text(event.text);
+      if (event.type === "awaiting_approval") this.root.append(approvalForm(event.approvals || event.pending || []));
     }
+  }
+
+  // A call waiting for approval: its name and arguments, Approve and Decline (with a reason).
+  // Once every waiting call is answered, the answers resume the turn.
+  function approvalForm(calls) {
+    const list = el("ol", "approvals");
+    const answers = {};
+    for (const call of calls) {
+      const item = el("li", "approval");
+      item.dataset.call = call.id;
+      item.append(el("span", "tool-name", call.name), el("pre", "args", pretty(call.arguments)));
+      const reason = el("input", "reason");
+      reason.placeholder = "reason (when declining)";
+      const approve = el("button", "approve", "Approve");
+      const decline = el("button", "decline", "Decline");
+      const answer = (value) => {
+        answers[call.id] = value;
+        for (const node of [approve, decline, reason]) node.disabled = true;
+        item.classList.add(value === true ? "approved" : "declined");
+        if (Object.keys(answers).length === calls.length && !state.controller) send(null, answers);
+      };
+      approve.addEventListener("click", () => answer(true));
+      decline.addEventListener("click", () => answer(reason.value.trim() || false));
+      item.append(reason, approve, decline);
+      list.append(item);
+    }
+    return list;
   }
 
   const HANDLERS = {
@@ -576,8 +605,9 @@
     }
   }
 
-  function requestBody(message) {
-    const body = { message, stream: true, append_to_history: true };
+  function requestBody(message, approvals) {
+    const body = approvals ? { approvals } : { message };
+    Object.assign(body, { stream: true, append_to_history: true });
     if (state.store === true) {
       if (!state.chatId) state.chatId = newChatId();
       body.chat_id = state.chatId;
@@ -593,9 +623,10 @@
     $("new-chat").disabled = busy;
   }
 
-  async function send(message) {
+  // Send a message, or (with `approvals`) the answers that resume a turn awaiting approval.
+  async function send(message, approvals) {
     const transcript = $("transcript");
-    const turn = new Turn(message, false);
+    const turn = new Turn(approvals ? null : message, false);
     transcript.append(turn.root);
     showNotice("");
     const controller = new AbortController();
@@ -606,7 +637,7 @@
       const response = await api("/invoke", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-        body: JSON.stringify(requestBody(message)),
+        body: JSON.stringify(requestBody(message, approvals)),
         signal: controller.signal,
       });
       if (!response.ok) {
