@@ -16,7 +16,14 @@ from glassagent._agent.agent import Agent
 from glassagent._core.errors import ConfigurationError, RunAborted, RunError, UserError
 from glassagent._core.result import OutputT, RunResult
 from glassagent._durable import codec
-from glassagent._durable.approvals import APPROVALS, connected, send_answer, stored, waiting
+from glassagent._durable.approvals import (
+    APPROVALS,
+    connected,
+    read_published,
+    send_answer,
+    stored,
+    waiting,
+)
 from glassagent._durable.handle import DurableAgentRun
 from glassagent._durable.model_queue import ModelQueue, check_calls, queue_name
 from glassagent._durable.takeover import Workers, check_takeover_after
@@ -402,13 +409,8 @@ class DurableAgent(Generic[OutputT]):
         """The calls the run `run_id` waits on now, read through this process's DBOS."""
         from dbos import DBOS
 
-        from glassagent._core.messages import ToolCall
-
         self._check_open()
-        data = await DBOS.get_event_async(run_id, APPROVALS, timeout_seconds=0)
-        if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
-            return ()  # {"wait": its token, "calls": [...]}: see approvals.py
-        return codec.many_from(ToolCall, data["calls"])
+        return read_published(await DBOS.get_event_async(run_id, APPROVALS, timeout_seconds=0))[1]
 
     def follow(self, run_id: str) -> DurableAgentRun[OutputT]:
         """Follow the run `run_id`, wherever it runs: await it for its result.

@@ -148,7 +148,11 @@ def _unreadable(url: str, exc: Exception) -> ConfigurationError:
 
 async def published(client: DBOSClient, run_id: str) -> tuple[str | None, tuple[ToolCall, ...]]:
     """The wait of the run `run_id` and the calls that wait in it now."""
-    data = await client.get_event_async(run_id, APPROVALS, timeout_seconds=0)
+    return read_published(await client.get_event_async(run_id, APPROVALS, timeout_seconds=0))
+
+
+def read_published(data: Any) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """The wait and its calls of an `APPROVALS` event value (`None` and none if not one)."""
     if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
         return None, ()
     wait_id = data.get("wait")
