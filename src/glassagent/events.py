@@ -16,7 +16,13 @@ llm_request -> ... -> llm_response -> complete
 ```
 
 With ``Agent(output_type=...)``, an answer that is not valid output is followed by
-``output_retry`` and another ``llm_request``.
+``output_retry`` and another ``llm_request``. With a context policy (``Agent(context_policy=...)``),
+a model call whose request leaves out or summarizes other messages than the previous call's
+is preceded by ``context_compacted``. A handoff tool call is followed by ``handoff``
+(the run goes on with the other agent). A sub-agent's run (an agent used as a tool) streams its
+own events inside the parent's, between the call's ``function_execution_start`` and
+``function_execution_complete``, each with its own ``run_id`` and ``seq`` and with
+``parent_run_id``, ``parent_call_id`` and ``depth`` set.
 
 and ends with exactly one of ``complete``, ``aborted``, ``error``, ``budget_exceeded`` or
 (a run with ``defer_approval=True``) ``awaiting_approval``.
@@ -34,6 +40,7 @@ from glassagent._core.events import (
     BaseEvent,
     BudgetExceededEvent,
     CompleteEvent,
+    ContextCompactedEvent,
     ContextScore,
     ContextSelectionEvent,
     ContextToolCompleteEvent,
@@ -42,6 +49,7 @@ from glassagent._core.events import (
     FunctionCallStartEvent,
     FunctionExecutionCompleteEvent,
     FunctionExecutionStartEvent,
+    HandoffEvent,
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
@@ -65,6 +73,7 @@ __all__ = [
     "BaseEvent",
     "BudgetExceededEvent",
     "CompleteEvent",
+    "ContextCompactedEvent",
     "ContextScore",
     "ContextSelectionEvent",
     "ContextToolCompleteEvent",
@@ -73,6 +82,7 @@ __all__ = [
     "FunctionCallStartEvent",
     "FunctionExecutionCompleteEvent",
     "FunctionExecutionStartEvent",
+    "HandoffEvent",
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetryEvent",

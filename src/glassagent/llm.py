@@ -15,10 +15,12 @@ answer (`WireRecord`), so ``llm_response`` events and recordings keep them.
 
 `ModelSettings.provider_options` takes what only one provider family understands: an
 instance of a `ProviderOptions` subclass, `AnthropicOptions`, `GeminiOptions`,
-`OllamaOptions`, `OpenAIOptions`, or a plugin's own.
+`OllamaOptions`, `OpenAIOptions`, or a plugin's own. `ModelSettings.prompt_cache` takes a
+`PromptCache`: what to cache of the prompt, for how long, and from which size on.
 """
 
 from glassagent._core.attachments import AttachmentPolicy
+from glassagent._core.caching import PromptCache
 from glassagent._core.client import BaseLLMClient
 from glassagent._core.messages import (
     Attachment,
@@ -75,6 +77,7 @@ __all__ = [
     "OpenAIOptions",
     "OutputMode",
     "OutputSchema",
+    "PromptCache",
     "ProviderOptions",
     "RetryNotice",
     "RetryPolicy",

@@ -109,6 +109,23 @@ SAMPLES: list[ev.BaseEvent] = [
         errors=("population: Input should be a valid integer",),
         **COMMON,
     ),
+    ev.ContextCompactedEvent(
+        iteration=1,
+        policy="summarize",
+        messages_before=40,
+        messages_after=6,
+        tokens_before=3900,
+        tokens_after=900,
+        window=4096,
+        tokenizer="estimate",
+        dropped=tuple(range(34)),
+        summary="The user asked about Paris.",
+        summary_of=34,
+        new_summary=True,
+        usage=Usage(input_tokens=3000, output_tokens=40),
+        **COMMON,
+    ),
+    ev.HandoffEvent(from_agent="triage", to_agent="billing", call_id="h1", **COMMON),
     ev.ContextSelectionEvent(
         scores=(
             ev.ContextScore("tasks", 90, 80, "selected", duration_ms=0.5),

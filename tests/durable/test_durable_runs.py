@@ -341,6 +341,9 @@ def test_names_and_agents_a_durable_agent_refuses() -> None:
     assert "postgresql://bot:***@127.0.0.1/db" in repr(secret)
     with pytest.raises(UserError, match="must be an Agent"):
         DurableAgent(object(), name="not-an-agent")  # type: ignore[arg-type]
+    other = Agent(ScriptedClient([]), name="other")
+    with pytest.raises(UserError, match="cannot hand off"):
+        DurableAgent(Agent(ScriptedClient([]), handoffs=[other]), name="handing")
 
 
 async def test_leaving_the_context_stops_a_run_which_resumes_on_the_next_entry(

@@ -488,3 +488,55 @@ def test_a_call_awaiting_approval_is_approved_or_declined_from_the_page(
     results = [m for m in model.requests[-1].messages if m.role == "tool"]
     assert results[0].content == "deleted a.tmp"
     assert "keep b" in str(results[1].content)
+
+
+def test_a_sub_agents_steps_and_a_handoff_show_inside_their_tool_call(browser: Any) -> None:
+    """An agent used as a tool: its steps nest in the call; its end does not end the turn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.support.many_agents import (
+        CHILD_ANSWER,
+        PARENT_ANSWER,
+        ask,
+        researcher,
+        researcher_script,
+        triage_and_billing,
+    )
+
+    model = ScriptedClient(
+        [
+            ask("researcher", "p1", task="Find the capital of France."),
+            ask("triage", "p2", task="Refund order 42"),
+            PARENT_ANSWER,
+        ]
+    )
+    sub_agents = [researcher(ScriptedClient(researcher_script())).as_tool(), triage_and_billing()]
+    app = create_app(model=model, tools=[sub_agents[0], sub_agents[1].as_tool()])
+    find, find_all = browser.find_element, browser.find_elements
+    with ThreadedServer(app) as server:
+        browser.get(server.url + "/")
+        find(By.ID, "message").send_keys("Capital? And refund 42.", Keys.ENTER)
+        wait_for(lambda: find_all(By.CSS_SELECTOR, ".turn-status.complete"), "the turn's end")
+        call = find(By.CSS_SELECTOR, '.turn .step.tool[data-tool="researcher"]')
+        sub = call.find_element(By.CSS_SELECTOR, "details.subrun")
+        summary = sub.find_element(By.CSS_SELECTOR, "summary").text
+        sub_steps = [t.text for t in sub.find_elements(By.CSS_SELECTOR, ".step-title")]
+        sub_answers = [a.text for a in sub.find_elements(By.CSS_SELECTOR, ".msg.assistant")]
+        sub_end = sub.find_element(By.CSS_SELECTOR, ".subrun-status").text
+        triage = find(By.CSS_SELECTOR, '.turn .step.tool[data-tool="triage"] details.subrun')
+        handoff = triage.find_element(By.CSS_SELECTOR, ".step.handoff").text
+        top_answers = [
+            a.text for a in find_all(By.CSS_SELECTOR, ".turn > .steps > .step.call .msg.assistant")
+        ]
+        ends = [e.text for e in find_all(By.CSS_SELECTOR, ".turn-status")]
+    assert summary == "↳ researcher"
+    assert sub.get_attribute("data-depth") == "1"
+    assert sub_steps == ["Model call 1", "Tool call capital", "Model call 2"]
+    assert sub_answers == [CHILD_ANSWER]
+    assert sub_end == "done"
+    assert "Handed over to billing" in handoff
+    assert "from triage" in handoff
+    assert top_answers == [PARENT_ANSWER]  # the sub-agents' text stays in their blocks
+    assert len(ends) == 1
+    assert ends[0].startswith("complete")

@@ -16,11 +16,15 @@ from glassagent._agent.arguments import (
     check_settings,
     check_type,
     conversation,
-    message_list,
+    conversation_of,
     prompt_message,
+    tools_by_name,
+    unique_context_tools,
 )
 from glassagent._agent.budget import Budget
 from glassagent._agent.config import RunConfig
+from glassagent._agent.context_policy import ContextPolicy, check_policy
+from glassagent._agent.nesting import agent_tool, check_name, handoff_tool
 from glassagent._agent.output import output_spec
 from glassagent._agent.run import AgentRun
 from glassagent._agent.sync import run_coroutine_sync
@@ -31,13 +35,13 @@ from glassagent._core.output import FINAL_TOOL
 from glassagent._core.result import OutputT, RunResult
 from glassagent._core.tool_choice import check_against as check_tool_choice
 from glassagent._tools.context import DepsT
-from glassagent._tools.context_tools import ContextSettings, ContextTool, check_context_tool
+from glassagent._tools.context_tools import ContextSettings, ContextTool
 from glassagent._tools.tool import Tool, check_approval_rule
-from glassagent._tools.wrap import as_tool
 
 if TYPE_CHECKING:
     from glassagent._agent.config import RunSteps
     from glassagent._agent.hook import OnEvent
+    from glassagent._agent.nesting import Nesting
     from glassagent._core.output import OutputMode
     from glassagent._core.record.redact import Redact
     from glassagent._history.tree import History
@@ -71,10 +75,15 @@ class Agent(Generic[DepsT, OutputT]):
         "_definitions",
         "_output",
         "_tools",
+        "_toolset",
         "budget",
         "client",
+        "context_policy",
         "context_settings",
+        "description",
+        "handoffs",
         "max_iterations",
+        "name",
         "on_event",
         "output_type",
         "redact",
@@ -106,6 +115,10 @@ class Agent(Generic[DepsT, OutputT]):
         output_retries: int = 2,
         output_mode: OutputMode | None = None,
         stop_repeats: bool = False,
+        context_policy: ContextPolicy | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        handoffs: Iterable[Agent[Any, Any]] = (),
     ) -> None:
         """Create an agent.
 
@@ -156,6 +169,19 @@ class Agent(Generic[DepsT, OutputT]):
                 offer no tools (``tool_choice="none"``), so the model answers from the
                 results it has instead of looping until `max_iterations`. Small models need
                 it; tools that are polled on purpose do not want it.
+            context_policy: What of a long conversation each model call sends:
+                `KeepTurns`, `FitWindow` or `Summarize` (`glassagent.context`; see "Long
+                conversations"). `None`: the whole conversation, refused with
+                `ContextLengthError` when it does not fit the model's window.
+            name: The agent's name: how other agents call it (`as_tool`, a handoff's
+                ``transfer_to_<name>`` tool) and how events and `RunResult.last_agent` name
+                it. Letters, digits, ``_`` and ``-``.
+            description: What the agent does, for the models of agents that hand work to it.
+            handoffs: Agents this agent's model may hand the conversation to: each is offered
+                as a tool ``transfer_to_<name>``; calling it makes the run go on as that agent
+                (its model, tools and instructions), with the conversation as it is (see
+                "Many agents"). Each needs a `name`. The attribute is a list: add agents later
+                for handoffs that go both ways.
 
         Raises:
             UserError: On a non-client, duplicate tool names, a bad limit (or one of the
@@ -163,7 +189,8 @@ class Agent(Generic[DepsT, OutputT]):
                 wrong type, a `requires_approval` that is not a bool or callable, a
                 `redact` or `on_event` that is not callable, a ``settings.tool_choice``
                 naming a tool the agent does not have, an `output_type` without a JSON
-                Schema, or a tool named ``final_result`` next to an `output_type`.
+                Schema, a tool named ``final_result`` next to an `output_type`, or a
+                `context_policy` that is not a `KeepTurns`, `FitWindow` or `Summarize`.
         """
         if not isinstance(client, BaseLLMClient):
             raise UserError(f"`client` must be a BaseLLMClient, got {type(client).__name__}.")
@@ -178,10 +205,14 @@ class Agent(Generic[DepsT, OutputT]):
         if budget is not None and not isinstance(budget, Budget):
             raise UserError(f"`budget` must be a Budget, got {type(budget).__name__}.")
         check_approval_rule(requires_approval)
-        for name, hook in (("redact", redact), ("on_event", on_event)):
+        for label, hook in (("redact", redact), ("on_event", on_event)):
             if hook is not None and not callable(hook):
-                raise UserError(f"`{name}` must be callable, got {type(hook).__name__}.")
-        by_name = _tools_by_name(tools)
+                raise UserError(f"`{label}` must be callable, got {type(hook).__name__}.")
+        by_name = tools_by_name(tools)
+        if name is not None:
+            check_name(name, "`name`")
+        check_type("description", description, str, "a string")
+        check_iterable("handoffs", handoffs, "agents")
         spec = output_spec(output_type or str, output_retries, output_mode)
         if spec is not None and FINAL_TOOL in by_name:
             raise UserError(f"The tool name {FINAL_TOOL!r} is reserved for an agent's output.")
@@ -207,10 +238,20 @@ class Agent(Generic[DepsT, OutputT]):
         """The hook given each event of every run as it is emitted (`None`: none)."""
         self.stop_repeats: bool = stop_repeats
         """Whether a repeated round of calls makes the next model call answer."""
+        check_policy(context_policy)
+        self.context_policy: ContextPolicy | None = context_policy
+        """What of a long conversation each model call sends (`None`: all of it)."""
+        self.name: str | None = name
+        """The agent's name (`None`: none)."""
+        self.description: str | None = description
+        """What the agent does, for other agents' models (`None`: not said)."""
+        self.handoffs: list[Agent[Any, Any]] = list(handoffs)
+        """The agents this agent's model may hand the conversation to."""
+        self._toolset: tuple[tuple[int, ...], Mapping[str, Tool]] = ((), {})
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
         check_tool_choice(self.settings.tool_choice, list(by_name))
-        self._context_tools = _context_tools(context_tools)
+        self._context_tools = unique_context_tools(context_tools)
         self._output = spec
         self.output_type: type[OutputT] | None = output_type
         """The type of the runs' output (`None`: plain text)."""
@@ -221,6 +262,94 @@ class Agent(Generic[DepsT, OutputT]):
     def tools(self) -> tuple[Tool, ...]:
         """The agent's tools."""
         return tuple(self._tools.values())
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        timeout: float | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """This agent as a tool of another agent: each call is a whole run of this agent.
+
+        The calling model gives a ``task``; the call runs this agent on it, as a new
+        conversation, and returns its answer (with an `output_type`: the output as JSON). The
+        sub-agent's run streams its events inside the parent run's, with ``parent_run_id``,
+        ``parent_call_id`` and ``depth``; its usage and cost add to the parent's, the parent's
+        budget stops it, aborting the parent aborts it, and a failure is the call's error
+        result (see "Many agents").
+
+        Example:
+            ```python
+            researcher = Agent(client, [search], name="researcher")
+            writer = Agent(client, [researcher.as_tool(description="Finds facts.")])
+            ```
+
+        Args:
+            name: The tool's name (default: the agent's `name`).
+            description: What the tool does, for the calling model (default: the agent's
+                `description`, else a generic one).
+            timeout: Seconds a call may take before it is stopped (`None`: the calling
+                agent's ``tool_timeout``).
+            requires_approval: Whether each call needs a person's approval.
+
+        Raises:
+            UserError: When neither `name` nor the agent's name is given, or it is not a valid
+                tool name.
+        """
+        tool_name = check_name(name or self.name, "The tool name of an agent (`name`)")
+        check_type("description", description, str, "a string")
+        about = description or self.description or f"Ask the agent {tool_name} to do a task."
+        return agent_tool(
+            self,
+            name=tool_name,
+            description=about,
+            timeout=timeout,
+            requires_approval=requires_approval,
+        )
+
+    def _tool_map(self) -> Mapping[str, Tool]:
+        """The agent's tools and a ``transfer_to_<name>`` tool per handoff."""
+        key = tuple(id(agent) for agent in self.handoffs)
+        if key != self._toolset[0]:
+            tools = dict(self._tools)
+            for agent in self.handoffs:
+                if not isinstance(agent, Agent):
+                    raise UserError(f"`handoffs` must be agents, got {type(agent).__name__}.")
+                handoff = handoff_tool(agent)
+                if handoff.name in tools:
+                    raise UserError(f"Two tools are named {handoff.name!r}.")
+                tools[handoff.name] = handoff
+            self._toolset = (key, MappingProxyType(tools))
+        return self._toolset[1] if key else self._tools
+
+    def _nested_run(
+        self, task: str, nesting: Nesting | None, *, deps: Any, host: Mapping[str, Any]
+    ) -> AgentRun[OutputT]:
+        """A run of this agent on `task` inside a tool call of another run (`as_tool`)."""
+        config = self._configure(None, False, deps, None, False, host)
+        return AgentRun(config, [prompt_message(task, ())], nesting=nesting)
+
+    def _handed_config(self, base: RunConfig) -> RunConfig:
+        """`base`, the configuration of a run handed to this agent, as this agent runs it."""
+        tools = self._tool_map()
+        return replace(
+            base,
+            client=self.client,
+            tools=tools,
+            definitions=tuple(t.definition for t in tools.values()),
+            system=self.system,
+            settings=self.settings,
+            max_iterations=self.max_iterations,
+            tool_timeout=self.tool_timeout,
+            context_tools=(),
+            requires_approval=self.requires_approval,
+            output=self._output,
+            stop_repeats=self.stop_repeats,
+            context_policy=self.context_policy,
+            agent_name=self.name,
+        )
 
     @property
     def context_tools(self) -> tuple[ContextTool, ...]:
@@ -336,7 +465,7 @@ class Agent(Generic[DepsT, OutputT]):
                 `History`, or `previous` or `settings` is of the wrong type.
         """
         check_settings(settings)
-        history, conversation = _conversation_of(previous)
+        history, conversation = conversation_of(previous)
         if append_to_history and history is None:
             raise UserError("`append_to_history=True` needs a `History` to resume from.")
         pending = pending_calls(conversation)
@@ -358,11 +487,14 @@ class Agent(Generic[DepsT, OutputT]):
         if host is not None and not isinstance(host, Mapping):
             raise UserError(f"`host` must be a mapping, got {type(host).__name__}.")
         merged = self.settings.merge(settings)
-        check_tool_choice(merged.tool_choice, list(self._tools))
+        tools = self._tool_map()
+        check_tool_choice(merged.tool_choice, list(tools))
         return RunConfig(
             client=self.client,
-            tools=self._tools,
-            definitions=self._definitions,
+            tools=tools,
+            definitions=self._definitions
+            if tools is self._tools
+            else tuple(t.definition for t in tools.values()),
             system=self.system,
             settings=merged,
             max_iterations=self.max_iterations,
@@ -380,7 +512,9 @@ class Agent(Generic[DepsT, OutputT]):
             on_event=self.on_event,
             output=self._output,
             stop_repeats=self.stop_repeats,
+            context_policy=self.context_policy,
             host=MappingProxyType(dict(host)) if host else None,
+            agent_name=self.name,
         )
 
     def _run_steps(
@@ -397,6 +531,8 @@ class Agent(Generic[DepsT, OutputT]):
         For `glassagent.durable`: `client` wraps the agent's client (its calls become
         checkpointed steps) and `steps` runs each tool call and waits for approvals.
         """
+        if self.handoffs:
+            raise UserError("A durable run cannot hand off (see `DurableAgent`).")
         thread = conversation(None, history)
         thread.append(prompt_message(prompt, ()))
         config = self._configure(history, False, None, None, False, None)
@@ -453,37 +589,6 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(client={self.client!r}, tools={list(self._tools)!r})"
-
-
-def _tools_by_name(tools: Iterable[Tool | ContextTool | Callable[..., Any]]) -> dict[str, Tool]:
-    by_name: dict[str, Tool] = {}
-    for item in tools:
-        wrapped = as_tool(item)
-        if wrapped.name in by_name:
-            raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
-        by_name[wrapped.name] = wrapped
-    return by_name
-
-
-def _conversation_of(
-    previous: RunResult[Any] | History | Sequence[Message],
-) -> tuple[History | None, list[Message]]:
-    """The conversation a resumed run continues, and the history it came from (if any)."""
-    from glassagent._history.tree import History
-
-    if isinstance(previous, History):
-        return previous, previous.to_messages()
-    if isinstance(previous, RunResult):
-        return None, list(previous.all_messages)
-    return None, message_list("previous", previous)
-
-
-def _context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:
-    checked = tuple(check_context_tool(item) for item in items)
-    names = [item.name for item in checked]
-    if twice := next((n for n in names if names.count(n) > 1), None):
-        raise UserError(f"Two context tools are named {twice!r}; their names must be unique.")
-    return checked
 
 
 async def _await(run: AgentRun[OutputT]) -> RunResult[OutputT]:

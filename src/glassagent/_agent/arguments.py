@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from glassagent._core.errors import UserError
 from glassagent._core.messages import Attachment, Message, ModelSettings
+from glassagent._core.result import RunResult
+from glassagent._tools.context_tools import ContextTool, check_context_tool
+from glassagent._tools.tool import Tool
+from glassagent._tools.wrap import as_tool
+
+if TYPE_CHECKING:
+    from glassagent._history.tree import History
 
 _PATH_TYPES = (str, os.PathLike)
 
@@ -94,3 +102,44 @@ def message_list(name: str, messages: object) -> list[Message]:
                 f"`{name}` must hold Messages only; item {index} is a {type(item).__name__}."
             )
     return listed
+
+
+def tools_by_name(tools: Iterable[Tool | ContextTool | Callable[..., Any]]) -> dict[str, Tool]:
+    """The agent's tools by name (functions wrapped as tools).
+
+    Raises:
+        UserError: When two tools have one name.
+    """
+    by_name: dict[str, Tool] = {}
+    for item in tools:
+        wrapped = as_tool(item)
+        if wrapped.name in by_name:
+            raise UserError(f"Two tools are named {wrapped.name!r}; tool names must be unique.")
+        by_name[wrapped.name] = wrapped
+    return by_name
+
+
+def conversation_of(
+    previous: RunResult[Any] | History | Sequence[Message],
+) -> tuple[History | None, list[Message]]:
+    """The conversation a resumed run continues, and the history it came from (if any)."""
+    from glassagent._history.tree import History
+
+    if isinstance(previous, History):
+        return previous, previous.to_messages()
+    if isinstance(previous, RunResult):
+        return None, list(previous.all_messages)
+    return None, message_list("previous", previous)
+
+
+def unique_context_tools(items: Iterable[ContextTool]) -> tuple[ContextTool, ...]:
+    """The agent's context tools, checked.
+
+    Raises:
+        UserError: When one is not a context tool, or two have one name.
+    """
+    checked = tuple(check_context_tool(item) for item in items)
+    names = [item.name for item in checked]
+    if twice := next((n for n in names if names.count(n) > 1), None):
+        raise UserError(f"Two context tools are named {twice!r}; their names must be unique.")
+    return checked

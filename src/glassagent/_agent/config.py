@@ -16,6 +16,7 @@ from glassagent._core.errors import ConfigurationError, HistoryAppendError
 if TYPE_CHECKING:
     from glassagent._agent.approval import Answer
     from glassagent._agent.budget import Budget
+    from glassagent._agent.context_policy import ContextPolicy
     from glassagent._agent.hook import OnEvent
     from glassagent._core.client import BaseLLMClient
     from glassagent._core.messages import ModelSettings, ToolCall, ToolDefinition
@@ -87,6 +88,10 @@ class RunConfig:
     steps: RunSteps | None = None
     """How tool calls and approvals go through checkpointed steps (a durable run), when not
     directly."""
+    context_policy: ContextPolicy | None = None
+    """What of a long conversation each model call sends (`None`: all of it)."""
+    agent_name: str | None = None
+    """The name of the agent the run goes on as (it changes on a handoff)."""
 
 
 def append_turn(config: RunConfig, result: RunResult[Any]) -> None:

@@ -237,6 +237,21 @@ class RunGuard:
         """`client_cost` of the call: by the profile, else by genai-prices."""
         return client_cost(self._client, usage)
 
+    def estimate(self, chars: int) -> int:
+        """The tokens `before_call` estimates for a request of `chars` characters (`request_chars`).
+
+        Four characters a token, corrected by the prompt tokens the last call reported.
+        """
+        if self._known is None:
+            return chars // CHARS_PER_TOKEN
+        known_tokens, known_chars = self._known
+        return max(0, known_tokens + (chars - known_chars) // CHARS_PER_TOKEN)
+
+    @property
+    def default_max_tokens(self) -> int | None:
+        """The ``max_tokens`` the profile gave a run that set none (see `start`), else `None`."""
+        return self._default_max
+
     def before_call(self, messages: Sequence[Message], config: RunConfig) -> BudgetStop | None:
         """Check the request about to be sent; a `BudgetStop` when the budget forbids it.
 
@@ -244,11 +259,7 @@ class RunGuard:
             ContextLengthError: When the request is larger than the model's context window.
         """
         chars = self._size.chars(messages, config.definitions, config.system)
-        if self._known is None:
-            tokens = chars // CHARS_PER_TOKEN
-        else:
-            known_tokens, known_chars = self._known
-            tokens = max(0, known_tokens + (chars - known_chars) // CHARS_PER_TOKEN)
+        tokens = self.estimate(chars)
         self._pending = (chars, tokens)
         profile = self._profile
         if profile is not None and tokens > profile.capabilities.context_length:
@@ -263,8 +274,22 @@ class RunGuard:
             )
         if config.budget is None:
             return None
-        next_call = budgets.NextCall(tokens, self._price(Usage(input_tokens=tokens)))
-        return budgets.check(config.budget, self._calls, self._tokens, self.cost, next_call)
+        return self.budget_stop(config.budget, self.next_call())
+
+    def next_call(self) -> budgets.NextCall:
+        """What the call `before_call` checked adds to a budget: its prompt, priced."""
+        tokens = self._pending[1]
+        return budgets.NextCall(tokens, self._price(Usage(input_tokens=tokens)))
+
+    def budget_stop(self, budget: budgets.Budget, next_call: budgets.NextCall) -> BudgetStop | None:
+        """Whether `next_call`, after what this run (and its sub-agents) spent, passes `budget`."""
+        return budgets.check(budget, self._calls, self._tokens, self.cost, next_call)
+
+    def absorb(self, usage: Usage, cost: Cost) -> None:
+        """Count a sub-agent's model call as one of this run's, for its budget and cost."""
+        self._calls += 1
+        self._tokens += usage.total_tokens
+        self._costs.append(cost)
 
     def fit(self, settings: ModelSettings) -> ModelSettings:
         """`settings` with the profile's default ``max_tokens`` cut to fit the window.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -13,9 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from glassagent._agent import decide, output, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
+from glassagent._agent.awaitable import AwaitableRun
+from glassagent._agent.compact import ContextWindow, Prepared
 from glassagent._agent.config import append_turn, plan_output
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
+from glassagent._agent.nesting import RunNesting, set_running
 from glassagent._agent.think import read_answer, tool_protocol
 from glassagent._agent.timer import RunTimer
 from glassagent._core.errors import (
@@ -32,6 +34,7 @@ from glassagent._core.events import (
     AwaitingApprovalEvent,
     BudgetExceededEvent,
     CompleteEvent,
+    ContextCompactedEvent,
     ErrorEvent,
     Event,
     LLMRequestEvent,
@@ -57,12 +60,13 @@ if TYPE_CHECKING:
 
     from glassagent._agent.budget import BudgetStop
     from glassagent._agent.config import RunConfig
+    from glassagent._agent.nesting import Delegate, Nesting
     from glassagent._tools.execute import ToolInterrupted
 
 _END = object()
 
 
-class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
+class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]):
     """One run of an agent: an async iterator of events, and awaitable for its `RunResult`.
 
     ``async for event in agent.run(...)`` streams every step; ``await agent.run(...)`` returns
@@ -76,6 +80,11 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
     yourself.
     """
 
+    _how_to_use = (
+        "`await agent.run(...)`, `async for event in agent.run(...)`, "
+        "`asyncio.run(agent.run(...))` or `agent.run_sync(...)`"
+    )
+
     def __init__(
         self,
         config: RunConfig,
@@ -83,9 +92,17 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         *,
         resume: tuple[tuple[ToolCall, ...], Mapping[str, Answer]] | None = None,
         run_id: str | None = None,
+        nesting: Nesting | None = None,
     ) -> None:
         self.run_id: str = run_id or uuid.uuid4().hex
         """Unique id of this run, carried by every event."""
+        self._nesting = nesting
+        self.depth: int = nesting.depth if nesting is not None else 0
+        """How deep the run is nested: 0 for a top-level run, 1 for a sub-agent's run..."""
+        self._children: set[RunNesting] = set()  # sub-agents' runs going on now
+        self._handoff: tuple[Delegate, str] | None = None  # (agent, call id)
+        self._agent_name = config.agent_name
+        self._seq = 0
         self._config = config
         self._conversation = conversation
         # Everything before the new user message; a resumed run adds no user message.
@@ -106,8 +123,6 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._thinking: list[str] = []
         self._acted = False  # whether tools ran in this run (see `decide.call_settings`)
         self._streaming = False
-        # the protocol's own traffic is in the conversation (see `decide.sendable`)
-        self._unreadable = any(map(decide.protocol_traffic, conversation[: self._prior]))
         self._answer_next = False  # the model repeated its calls: the next call must answer
         self._abort_reason: str | None = None
         self._result: RunResult[OutputT] | None = None
@@ -144,68 +159,11 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         if self._producer is not None:
             self._producer.cancel()
 
-    @property
-    def pending_approvals(self) -> tuple[ToolCall, ...]:
-        """The tool calls waiting for a person's answer now (see `approve`)."""
-        return self._gate.pending
-
-    def approve(self, call_id: str) -> bool:
-        """Approve a tool call that waits for approval: it runs at once.
-
-        Call it from any task of the run's event loop, e.g. on an ``approval_required`` event
-        or for a call of `pending_approvals`. The first answer to a call counts.
-
-        Args:
-            call_id: The call's id (``event.call.id``).
-
-        Returns:
-            Whether the answer was taken: `False` when that call is not waiting (an unknown
-            id, a call answered already, or a run that has ended).
-        """
-        return self._gate.answer(call_id, Answer(True))
-
-    def deny(self, call_id: str, reason: str | None = None) -> bool:
-        """Decline a tool call that waits for approval: it never runs.
-
-        The model gets an error result saying the user declined the call, with `reason`; the
-        ``function_execution_complete`` event has ``is_error=True`` and ``ui_info`` marked
-        ``{"declined": True}``.
-
-        Args:
-            call_id: The call's id (``event.call.id``).
-            reason: Why, for the model (and the ``approval_answered`` event).
-
-        Returns:
-            Whether the answer was taken (see `approve`).
-        """
-        return self._gate.answer(call_id, Answer(False, (reason or "").strip() or None))
-
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iterate()
 
     def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._collect().__await__()
-
-    def send(self, value: Any) -> Any:
-        """Coroutine protocol, for ``asyncio.run`` and tasks: the same as awaiting the run.
-
-        Args:
-            value: The value to send (asyncio sends `None`).
-        """
-        return self._as_coroutine().send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: TracebackType | None = None, /) -> Any:
-        """Coroutine protocol: raise an exception where the awaiting run is suspended.
-
-        Args:
-            typ: The exception (or its type).
-            val: The exception value, with a type as `typ` (deprecated form).
-            tb: A traceback for the exception (deprecated form).
-        """
-        coroutine = self._as_coroutine()
-        if val is None and tb is None:
-            return coroutine.throw(typ)
-        return coroutine.throw(typ, val, tb)  # pragma: no cover - the deprecated form
 
     def close(self) -> None:
         """Discard the run: one never started will not start (and gives no warning).
@@ -218,22 +176,8 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             self._coroutine.close()
         self.abort("the run was closed")
 
-    def _as_coroutine(self) -> Coroutine[Any, Any, RunResult[OutputT]]:
-        if self._coroutine is None:
-            self._claimed = True
-            self._coroutine = self._collect()
-        return self._coroutine
-
-    def __del__(self) -> None:
-        if not getattr(self, "_claimed", True):
-            warnings.warn(
-                f"{self!r} was never awaited or iterated, so it did not run: use "
-                "`await agent.run(...)`, `async for event in agent.run(...)`, "
-                "`asyncio.run(agent.run(...))` or `agent.run_sync(...)`",
-                RuntimeWarning,
-                stacklevel=2,
-                source=self,
-            )
+    def _awaiting(self) -> Coroutine[Any, Any, RunResult[OutputT]]:
+        return self._collect()
 
     async def __aenter__(self) -> Self:
         return self
@@ -306,10 +250,16 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         steps = self._config.steps
         if steps is not None and steps.replaying():
             fields["replayed"] = True
-        event = event_type(run_id=self.run_id, seq=len(self._events), **fields)
-        self._keep(event)  # stored, and handed to the live recorders and displays
-        if self._queue is not None:
-            self._queue.put_nowait(event)
+        nesting = self._nesting
+        if nesting is not None:
+            fields.update(
+                parent_run_id=nesting.parent.run_id,
+                parent_call_id=nesting.call_id,
+                depth=nesting.depth,
+            )
+        event = event_type(run_id=self.run_id, seq=self._seq, **fields)
+        self._seq += 1
+        self._relay(event)
 
     async def _drive(self) -> None:
         """Run the loop and end the run; nothing but an outside cancellation escapes.
@@ -318,6 +268,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         the whole event loop, and every other run on it.
         """
         self._timer.start()
+        set_running(self)  # this task's own context: what its tool calls see
         try:
             if self._abort_reason is not None:
                 raise asyncio.CancelledError
@@ -395,12 +346,15 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         if self._resumed and not await self._act(self._resumed, resumed=True):
             return
         iteration = 0
+        window = ContextWindow(self._prior)
         while True:
             iteration += 1
-            if stop := self._guard.before_call(self._conversation, self._config):
+            sent = await self._compact(window, iteration)
+            stop = self._guard.before_call(sent.messages, sent.config)
+            if stop := stop or self._ancestors_stop():
                 self._end_budget(stop)
                 return
-            response = await self._think(iteration)
+            response = await self._think(iteration, sent)
             if response is not None:  # None: the reply was unreadable, the model was told
                 step = decide.next_step(response) if self._plan is None else self._settle(response)
                 if isinstance(step, decide.Finish):
@@ -453,16 +407,27 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         )
         return None
 
-    async def _think(self, iteration: int) -> LLMResponse | None:
+    async def _compact(self, window: ContextWindow, iteration: int) -> Prepared:
+        """What the next model call sends, as the context policy has it (see `compact`).
+
+        A summarizer's calls count as the run's (usage, cost, budget).
+        """
+        sent = await window.prepare(self._conversation, self._config, self._context, self._guard)
+        for usage, cost in sent.spent:
+            self._absorb(usage, cost)
+        if sent.event is not None:
+            self._emit(ContextCompactedEvent, iteration=iteration, **sent.event)
+        return sent
+
+    async def _think(self, iteration: int, sent: Prepared) -> LLMResponse | None:
         """One model call, streamed: text and thinking chunks as they arrive.
 
-        `None` when the server could not read the model's reply as a tool call: the model is
-        told so, with the tools that exist, and thinks again.
+        `sent` is what the call sends (`_compact`). `None` when the server could not read the
+        model's reply as a tool call: the model is told so, with the tools that exist, and
+        thinks again.
         """
         self._iterations = iteration
-        messages, system = self._context.apply(self._conversation, self._config.system)
-        if self._unreadable:
-            messages = decide.sendable(messages, self._prior)
+        messages, system = sent.messages, sent.system
         client = self._config.client
         settings = decide.call_settings(self._config.settings, self._acted, self._answer_next)
         settings = self._guard.fit(settings)
@@ -498,7 +463,6 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             self._observe(decide.unreadable_reply(exc, text, thinking), iteration, started)
             self._conversation.append(decide.unreadable_attempt(text, thinking))
             self._conversation.append(decide.correction(self._config.definitions))
-            self._unreadable = True
             return None
         self._streaming = False
         self._observe(response, iteration, started)
@@ -514,6 +478,8 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             self._emit(TextChunkEvent, text=response.text, is_follow_up=iteration > 1)
         self._usage += response.usage
         cost = self._guard.after_call(response)
+        if self._nesting is not None:
+            self._nesting.parent._absorb(response.usage, cost)
         self._emit(
             LLMResponseEvent,
             iteration=iteration,
@@ -542,6 +508,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
         self._acted = True  # a tool choice that forces a call has been honoured
         pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)
         if not pending:
+            self._take_handoff()
             return True
         text = decide.last_assistant_text(self._conversation, self._prior)
         fields = {"usage": self._usage, "iterations": self._iterations}
@@ -577,6 +544,7 @@ class AgentRun(record.RunRecording, Coroutine[Any, Any, RunResult[OutputT]]):
             model_stop_reason=self._model_stop,
             cost=self._guard.cost,
             pending_approvals=pending,
+            last_agent=self._agent_name,
             redact=self._config.redact,
         )
 

@@ -191,6 +191,31 @@ class BaseLLMClient(ABC):
         """
         return self.tool_protocol
 
+    @property
+    def tokenizer(self) -> str | None:
+        """What `count_tokens` counts with (e.g. ``"llama.cpp /tokenize"``); `None`: nothing.
+
+        The default is the wrapped client's (see `count_tokens`).
+        """
+        inner = _wrapped(self)
+        return inner.tokenizer if inner is not None else None
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """How many tokens each of `texts` is for `model`, by the model's own tokenizer.
+
+        A context policy (`glassagent.context`) measures requests with it. `None` means the
+        client cannot count now (it has no tokenizer, or its tokenizer failed): the agent
+        then estimates four characters a token. Counts are of the text alone; a chat
+        template's few tokens around each message are not included. The default asks the
+        client this one wraps (the ``inner`` client of the JSON tool protocol's and a durable
+        run's wrappers), else returns `None`.
+
+        Args:
+            texts: The texts to count, e.g. one per message.
+        """
+        inner = _wrapped(self)
+        return await inner.count_tokens(texts) if inner is not None else None
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Release the client's resources (HTTP connections). The default does nothing."""
 
@@ -207,6 +232,12 @@ class BaseLLMClient(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.provider_name!r}, model={self.model!r})"
+
+
+def _wrapped(client: BaseLLMClient) -> BaseLLMClient | None:
+    """The client `client` wraps (its ``inner``), if any."""
+    inner = getattr(client, "inner", None)
+    return inner if isinstance(inner, BaseLLMClient) and inner is not client else None
 
 
 def stream_request(client: BaseLLMClient, request: ModelRequest) -> AsyncIterator[StreamPart]:

@@ -76,16 +76,27 @@ class BaseEvent:
     """Whether the event reports what a durable run did before its process stopped: a run
     resumed after a crash replays its finished steps from their checkpoints, and marks the
     events of that replay (`glassagent.durable`). Only a replayed event's dict has the key."""
+    parent_run_id: str | None = None
+    """For an event of a sub-agent's run (an agent used as a tool, see "Many agents"): the
+    id of the run whose tool call started it; `None` for an event of a top-level run."""
+    parent_call_id: str | None = None
+    """For an event of a sub-agent's run: the id of the parent's tool call that runs it."""
+    depth: int = 0
+    """How deep the emitting run is nested: 0 for a top-level run, 1 for a sub-agent's run,
+    2 for a sub-agent of a sub-agent, ... Only a nested event's dict has the three keys."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the standard JSON-serialisable event dict (``type`` first).
 
         Bytes become standard base64 strings; values JSON cannot hold become their ``repr``.
-        ``replayed`` is left out when it is false.
+        ``replayed`` is left out when it is false, and ``parent_run_id``, ``parent_call_id``
+        and ``depth`` for an event of a top-level run.
         """
         data: dict[str, Any] = to_jsonable(self)
         if not data["replayed"]:
             del data["replayed"]
+        if not data["depth"]:
+            del data["parent_run_id"], data["parent_call_id"], data["depth"]
         return {"type": data.pop("type"), **data}
 
 
@@ -491,6 +502,72 @@ class OutputRetryEvent(BaseEvent):
     """What was wrong with it, one line each; the model is told the same."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ContextCompactedEvent(BaseEvent):
+    """The agent's context policy left messages out of the next model call, or summarized them.
+
+    Emitted before that call's ``llm_request`` when what it leaves out differs from the
+    previous call's (not before every call). The conversation and its history keep every
+    message; only the request is shorter (see "Long conversations").
+    """
+
+    type: Literal["context_compacted"] = "context_compacted"
+    """Event tag."""
+    iteration: int
+    """The model call the request is for."""
+    policy: Literal["keep_turns", "fit_window", "summarize"]
+    """Which policy: `KeepTurns`, `FitWindow` or `Summarize`."""
+    messages_before: int
+    """Messages the request would send without the policy."""
+    messages_after: int
+    """Messages it sends."""
+    tokens_before: int
+    """Tokens of the request without the policy: messages, tools and system instructions."""
+    tokens_after: int
+    """Tokens of the request sent (a summary in the system instructions counted)."""
+    window: int | None
+    """The tokens a request may have (the policy's ``window`` or the model's profile);
+    `None` for `KeepTurns`, which has none."""
+    tokenizer: str
+    """What counted the tokens: the client's tokenizer (e.g. ``"llama.cpp /tokenize"``), or
+    ``"estimate"`` (four characters a token)."""
+    dropped: tuple[int, ...]
+    """Positions of the messages left out, in the run's conversation
+    (`RunResult.all_messages`), oldest first."""
+    summary: str | None = None
+    """The summary sent in place of the messages it covers, if any."""
+    summary_of: int | None = None
+    """How many messages of the thread the summary covers (`Message.summary_of`)."""
+    new_summary: bool = False
+    """Whether the summary was written for this request (it is then a new message of the
+    run: `RunResult.new_messages`), rather than one written before."""
+    summary_error: str | None = None
+    """Why a summary that was due could not be written (the oldest turns were left out
+    instead), or `None`."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens the summarizer's calls used (they count toward the run's usage and budget)."""
+    cost: Cost | None = None
+    """What the summarizer's calls cost; `None` when there was no call."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffEvent(BaseEvent):
+    """The model handed the conversation to another agent (a handoff tool call).
+
+    The run goes on with that agent's model, tools and instructions; the conversation
+    continues as it is (see "Many agents").
+    """
+
+    type: Literal["handoff"] = "handoff"
+    """Always ``"handoff"``."""
+    from_agent: str
+    """The name of the agent that handed the conversation over."""
+    to_agent: str
+    """The name of the agent that takes it."""
+    call_id: str
+    """The id of the handoff tool call."""
+
+
 Event: TypeAlias = (
     TextChunkEvent
     | ThinkingChunkEvent
@@ -512,6 +589,8 @@ Event: TypeAlias = (
     | LLMResponseEvent
     | LLMRetryEvent
     | OutputRetryEvent
+    | ContextCompactedEvent
+    | HandoffEvent
 )
 """Any event of a run; the ``type`` field tells which."""
 

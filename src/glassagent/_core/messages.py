@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 from urllib.parse import unquote, urlsplit
 
+from glassagent._core.caching import PromptCache, check_prompt_cache
 from glassagent._core.errors import AttachmentError, UserError
 from glassagent._core.options import ProviderOptions, check_integer, check_number
 from glassagent._core.output import OutputSchema
@@ -200,6 +201,13 @@ class Message:
     protocol: bool = False
     """Written by the agent's tool protocol, not by the user: the ``user`` message that tells
     the model its last reply could not be read. Sent to the model within its run only."""
+    summary_of: int | None = None
+    """For a summary a `Summarize` context policy wrote (a ``system`` message): how many
+    messages of the thread, from its start, the summary stands for (summaries and the tool
+    protocol's own traffic not counted). `None` for any other message. The policy sends the
+    summary in place of those messages (see "Long conversations")."""
+    pinned: bool = False
+    """Always sent: a context policy never leaves a pinned message out of a request."""
 
     def __post_init__(self) -> None:
         try:  # cheap checks only: messages are made on the hot path
@@ -332,6 +340,12 @@ class ModelSettings:
     """A JSON Schema the answer must follow, in the provider's own constrained mode; a
     client that has none refuses it with `ConfigurationError`. `Agent(output_type=...)`
     sets it for clients whose `BaseLLMClient.output_mode` is ``native``."""
+    prompt_cache: bool | PromptCache | None = None
+    """Prompt caching, where the provider offers it: `None` asks for it when the prompt is
+    at least the provider's minimum for the model (about 1024 tokens), ``False`` turns it
+    off, ``True`` asks for it whatever the size, and a `PromptCache` says what to cache and
+    for how long. Anthropic gets ``cache_control`` breakpoints, OpenAI a
+    ``prompt_cache_key``, Gemini an explicit cached content (see "Prompt caching")."""
 
     def __post_init__(self) -> None:
         if self.output_schema is not None and not isinstance(self.output_schema, OutputSchema):
@@ -357,6 +371,7 @@ class ModelSettings:
         check_integer("ModelSettings", "thinking_budget", self.thinking_budget, -1)
         self._check_stop_sequences()
         _check_tool_choice(self.tool_choice)
+        check_prompt_cache(self.prompt_cache)
         options = self.provider_options
         if options is not None and not isinstance(options, ProviderOptions):
             raise UserError(

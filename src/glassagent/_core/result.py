@@ -83,6 +83,9 @@ class RunResult(Generic[OutputT]):
     """The run's output: with ``Agent(output_type=...)`` the validated value (a model
     instance, a dataclass, a list...), `None` when the run ended without a final answer
     (any `stop_reason` but ``end_turn``); without one, the same as `text`."""
+    last_agent: str | None = None
+    """The name of the agent that ended the run: the agent run, or the one the conversation
+    was last handed to (see "Many agents"); `None` for an agent without a name."""
     redact: Redact | None = field(default=None, repr=False, compare=False)
     """The agent's `redact` hook: `save_events` and the notebook view pass the events
     through it."""
@@ -95,6 +98,18 @@ class RunResult(Generic[OutputT]):
         `text` may then be incomplete (or empty) even though the run ended with ``end_turn``.
         """
         return self.model_stop_reason in _CUT
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """The share of the run's input tokens read from the provider's prompt cache.
+
+        ``usage.cache_read_tokens / usage.input_tokens``, from 0.0 to 1.0; `None` when the
+        run sent no input tokens (or its provider reported none). See "Prompt caching".
+        """
+        usage = self.usage
+        if usage.input_tokens <= 0:
+            return None
+        return min(usage.cache_read_tokens / usage.input_tokens, 1.0)
 
     def save_events(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
         """Write the run's events to a JSON Lines file: a header line, then one event per line.

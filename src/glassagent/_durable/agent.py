@@ -156,14 +156,20 @@ class DurableAgent(Generic[OutputT]):
                 an `approval_timeout` that is not a positive number, a `takeover_after`
                 that is not None or at least 1 second, a `max_model_calls` or
                 `model_calls_per_minute` that is not None or a whole number of at least 1,
-                or a tool with an `Approver` (its answers are not kept: answer with
-                `approve` and `deny`).
+                a tool with an `Approver` (its answers are not kept: answer with
+                `approve` and `deny`), or an agent with `handoffs`.
         """
         if not isinstance(agent, Agent):
             raise UserError(f"`agent` must be an Agent, got {type(agent).__name__}.")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UserError(
                 f"`name` must be 3 to 256 lowercase letters, digits, '-' or '_', not {name!r}."
+            )
+        if agent.handoffs:
+            raise UserError(
+                "A durable agent cannot hand off: the other agent's model calls would not be "
+                "checkpointed, so a resumed run could not replay them. Give it the other "
+                "agent as a tool (`as_tool`) instead."
             )
         approvers = [tool.name for tool in agent.tools if tool.approver is not None]
         if approvers:

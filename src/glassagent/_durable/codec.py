@@ -131,6 +131,7 @@ def result_dict(result: RunResult[Any], spec: OutputSpec | None) -> dict[str, An
         "model_stop_reason": result.model_stop_reason,
         "cost": to_jsonable(result.cost),
         "pending_approvals": to_jsonable(result.pending_approvals),
+        "last_agent": result.last_agent,
     }
 
 
@@ -152,6 +153,7 @@ def result_from(data: Any, spec: OutputSpec | None, redact: Redact | None = None
         cost=from_jsonable(Cost, data["cost"]),
         pending_approvals=many_from(ToolCall, data["pending_approvals"]),
         output=output,
+        last_agent=data.get("last_agent"),  # absent in a result kept before handoffs
         redact=redact,
     )
 

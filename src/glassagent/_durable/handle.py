@@ -9,11 +9,10 @@ run resumed after a crash starts with the events of the steps it replays (marked
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from glassagent._agent.awaitable import AwaitableRun
 from glassagent._core.result import OutputT, RunResult
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class Feed:
             await self._changed.wait()
 
 
-class DurableAgentRun(Coroutine[Any, Any, RunResult[OutputT]]):
+class DurableAgentRun(AwaitableRun[RunResult[OutputT]]):
     """One durable run: ``await`` it for its `RunResult`, ``async for`` it for its events.
 
     `DurableAgent.run` starts one and `DurableAgent.follow` follows one by id. The events are
@@ -62,6 +61,8 @@ class DurableAgentRun(Coroutine[Any, Any, RunResult[OutputT]]):
     ``asyncio.create_task``; nothing starts until it is awaited, iterated or scheduled, and
     cancelling a task that awaits it stops the waiting, not the run.
     """
+
+    _how_to_use = "`await durable.run(...)` or `async for event in durable.run(...)`"
 
     def __init__(
         self,
@@ -95,45 +96,14 @@ class DurableAgentRun(Coroutine[Any, Any, RunResult[OutputT]]):
     def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._wait().__await__()
 
-    def send(self, value: Any) -> Any:
-        """Coroutine protocol, for ``asyncio.create_task``: the same as awaiting the run.
-
-        Args:
-            value: The value to send (asyncio sends `None`).
-        """
-        if self._coroutine is None:
-            self._coroutine = self._wait()
-        return self._coroutine.send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: TracebackType | None = None, /) -> Any:
-        """Coroutine protocol: raise an exception where the awaiting is suspended.
-
-        Args:
-            typ: The exception (or its type).
-            val: The exception value, with a type as `typ` (deprecated form).
-            tb: A traceback for the exception (deprecated form).
-        """
-        if self._coroutine is None:
-            self._coroutine = self._wait()
-        if val is None and tb is None:
-            return self._coroutine.throw(typ)
-        return self._coroutine.throw(typ, val, tb)  # pragma: no cover - the deprecated form
+    def _awaiting(self) -> Coroutine[Any, Any, RunResult[OutputT]]:
+        return self._wait()
 
     def close(self) -> None:
         """Coroutine protocol: stop awaiting (the run itself goes on, durably)."""
         self._claimed = True
         if self._coroutine is not None:
             self._coroutine.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_claimed", True):
-            warnings.warn(
-                f"{self!r} was never awaited or iterated, so it did not run: use "
-                "`await durable.run(...)` or `async for event in durable.run(...)`",
-                RuntimeWarning,
-                stacklevel=2,
-                source=self,
-            )
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()

@@ -66,6 +66,10 @@ def message_dict(message: HistoryMessage, children: list[str], version: Version)
         data["is_error"] = True
     if message.protocol:
         data["protocol"] = True
+    if message.summary_of is not None:
+        data["summary_of"] = message.summary_of
+    if message.pinned:
+        data["pinned"] = True
     if message.thinking is not None:
         data["thinking"] = message.thinking
     if message.provider_metadata:

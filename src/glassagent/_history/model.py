@@ -267,6 +267,11 @@ class HistoryMessage:
     protocol: bool = False
     """Written by the agent's tool protocol (a correction after an unreadable reply), not by
     the user; stored as ``"protocol": true`` and never sent to the model in later turns."""
+    summary_of: int | None = None
+    """For a summary a `Summarize` context policy wrote: how many messages of the thread,
+    from its start, it stands for (`Message.summary_of`); stored as ``"summary_of": n``."""
+    pinned: bool = False
+    """Never left out of a request by a context policy; stored as ``"pinned": true``."""
     attachments: tuple[HistoryAttachment, ...] = ()
     """Files sent with the message."""
     tool_calls: tuple[HistoryToolCall, ...] = ()
@@ -309,6 +314,8 @@ class HistoryMessage:
             created_at=created_at or now_timestamp(),
             status=message.status,
             protocol=message.protocol,
+            summary_of=message.summary_of,
+            pinned=message.pinned,
             attachments=tuple(HistoryAttachment.from_attachment(a) for a in message.attachments),
             tool_calls=tuple(HistoryToolCall.from_tool_call(c) for c in message.tool_calls),
             tool_call_id=message.tool_call_id,
@@ -341,4 +348,6 @@ class HistoryMessage:
             status=self.status,
             provider_metadata=dict(self.provider_metadata),
             protocol=self.protocol,
+            summary_of=self.summary_of,
+            pinned=self.pinned,
         )

@@ -165,7 +165,10 @@ class History:
         read: a local path outside its roots, or a URL it does not allow, is refused. The
         tool protocol's own traffic of earlier turns is left out: replies marked
         ``unreadable`` and the ``protocol`` corrections that answered them stay in the
-        history (see `thread`) but are not sent again.
+        history (see `thread`) but are not sent again. Every other message is returned, also
+        the summaries a `Summarize` context policy wrote (``system`` messages with
+        `Message.summary_of` set): the agent's context policy is what sends a summary in place
+        of the messages it covers (see "Long conversations").
 
         Args:
             node: The last message of the thread (default: the current node).

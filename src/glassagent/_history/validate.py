@@ -41,7 +41,15 @@ _TIMESTAMP = re.compile(
 # Message fields each version knows; the other version's names are refused so they cannot
 # collide with known fields when a document is converted.
 _COMMON = ("role", "content", "parent_id", "attachments", "tool_calls", "tool_call_id", "status")
-_EXTENSIONS = ("name", "is_error", "thinking", "provider_metadata", "protocol")
+_EXTENSIONS = (
+    "name",
+    "is_error",
+    "thinking",
+    "provider_metadata",
+    "protocol",
+    "summary_of",
+    "pinned",
+)
 _LEGACY_ARGUMENTS_ERROR = "arguments_error"
 """The `provider_metadata` key older versions wrote for unparsable arguments; dropped on read
 (the call's error result, stored with the history, already holds the reason)."""
@@ -330,9 +338,11 @@ def _message(
     name = _optional(item, "name", str, loc, problems)
     thinking = _optional(item, "thinking", str, loc, problems)
     is_error, protocol = item.get("is_error", False), item.get("protocol", False)
-    for flag, value in (("is_error", is_error), ("protocol", protocol)):
+    pinned = item.get("pinned", False)
+    for flag, value in (("is_error", is_error), ("protocol", protocol), ("pinned", pinned)):
         if not isinstance(value, bool):
             problems.add(key_loc(loc, flag), f"must be a boolean, not {kind(value)}")
+    summary_of = _summary_of(item, loc, problems)
     metadata = _optional(item, "provider_metadata", dict, loc, problems) or {}
     attachments = _list_of(item, "attachments", loc, problems, _attachment)
     tool_calls = _list_of(item, "tool_calls", loc, problems, _tool_call)
@@ -351,10 +361,23 @@ def _message(
         name=name,
         is_error=is_error is True,
         protocol=protocol is True,
+        summary_of=summary_of,
+        pinned=pinned is True,
         thinking=thinking,
         provider_metadata=metadata,
         extra={k: v for k, v in item.items() if k not in names.known},
     )
+
+
+def _summary_of(item: dict[str, Any], loc: str, problems: Problems) -> int | None:
+    """A summary's ``summary_of``: a whole number of at least 0, or null."""
+    value = item.get("summary_of")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.add(key_loc(loc, "summary_of"), f"must be a whole number >= 0, not {show(value)}")
+        return None
+    return value
 
 
 def _list_of(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +21,12 @@ logger = logging.getLogger("glassagent.local")
 LOCAL_CALL_SECONDS = 300.0
 """The deadline of a call to the embedded server that sets no `ModelSettings.timeout`:
 with `max_tokens` bounding the answer too, no call waits forever."""
+
+TOKENIZER = "llama.cpp /tokenize"
+"""The name `LocalServerClient.tokenizer` gives its counts (the ``context_compacted`` event's)."""
+
+TOKENIZE_SECONDS = 10.0
+"""How long one ``/tokenize`` request to the embedded server may take."""
 
 SLOW_CALL_SECONDS = 10.0
 """A call to the local server that takes longer than this prints the slow-call hint."""
@@ -135,6 +141,39 @@ class LocalServerClient(OpenAICompatibleClient):
             return profile
         capabilities = profile.capabilities.model_copy(update={"context_length": size})
         return profile.model_copy(update={"capabilities": capabilities})
+
+    @property
+    def tokenizer(self) -> str | None:
+        """``"llama.cpp /tokenize"``: the server counts with the model's own tokenizer."""
+        return TOKENIZER
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """The tokens of each text by the model's tokenizer (the server's ``/tokenize``).
+
+        `None` when the server cannot be asked (it is stopped, or answers otherwise).
+
+        Args:
+            texts: The texts to count.
+        """
+        import httpx  # only here: importing glassagent.local must not load it
+
+        root = self.base_url.removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {self._secret}"} if self._secret else {}
+        counts: list[int] = []
+        try:
+            async with httpx.AsyncClient(timeout=TOKENIZE_SECONDS, trust_env=False) as http:
+                for text in texts:  # one connection, kept alive: about a millisecond each
+                    answer = await http.post(
+                        f"{root}/tokenize", json={"content": text}, headers=headers
+                    )
+                    answer.raise_for_status()
+                    tokens = answer.json()["tokens"]
+                    if not isinstance(tokens, list):
+                        return None
+                    counts.append(len(tokens))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+        return counts
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """Send the request and return the complete answer, like `OpenAICompatibleClient`.

@@ -9,48 +9,18 @@ and ends them at its last, with the spans, attributes and content `traced` gives
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
-from glassagent._core.cost import Cost
 from glassagent._core.errors import UserError
 from glassagent._core.events import LLMResponseEvent
-from glassagent._core.messages import StopReason, Usage
-from glassagent._otel.spans import Options, RunSpans
+from glassagent._otel.spans import Options, RunSpans, Totals
 from glassagent._otel.traced import option_problem, tracer_for
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from glassagent._core.events import Event
-    from glassagent._core.result import RunResult, RunStopReason
-
-_STOPS: dict[str, RunStopReason] = {
-    "complete": "end_turn",
-    "aborted": "aborted",
-    "error": "error",
-    "budget_exceeded": "budget",
-    "awaiting_approval": "awaiting_approval",
-}
-"""The last event of a run, by type, and the run's `RunResult.stop_reason`."""
-
-
-@dataclass
-class _Totals:
-    """What a run's result would tell the run span, summed from its events."""
-
-    usage: Usage = field(default_factory=Usage)
-    cost: Cost = field(default_factory=lambda: Cost(Decimal(0)))
-    iterations: int = 0
-    model_stop_reason: StopReason | None = None
-    stop_reason: RunStopReason = "error"
-
-    def add(self, event: LLMResponseEvent) -> None:
-        self.usage += event.usage
-        self.cost = self.cost + event.cost if self.iterations else event.cost
-        self.iterations += 1
-        self.model_stop_reason = event.stop_reason
+    from glassagent._core.result import RunResult
 
 
 class EventTracer:
@@ -93,25 +63,40 @@ class EventTracer:
             raise UserError(problem)
         self._tracer = tracer_for(tracer_provider)
         self._options = Options(bool(capture_content), redact, agent_name)
-        self._runs: dict[str, tuple[RunSpans, _Totals]] = {}
+        self._runs: dict[str, tuple[RunSpans, Totals]] = {}
+        self._roots: dict[str, str] = {}  # a sub-agent's run id -> its top-level run's id
+        self._seen: dict[str, int] = {}  # run id -> the last seq traced
 
     def __call__(self, event: Event) -> None:
-        """Trace `event`: open its run's spans at the first, end them at the last."""
-        run = self._runs.get(event.run_id)
+        """Trace `event`: open its run's spans at the first, end them at the last.
+
+        A sub-agent's event goes to the spans of the run it is nested in, when this hook
+        traces that run; one the hook gets twice (the parent's and the sub-agent's own
+        ``on_event``) is traced once.
+        """
+        if self._seen.get(event.run_id, -1) >= event.seq:
+            return
+        self._seen[event.run_id] = event.seq
+        root = event.run_id
+        if event.depth and event.parent_run_id is not None:
+            above = self._roots.get(event.parent_run_id, event.parent_run_id)
+            root = above if above in self._runs else root
+        self._roots.setdefault(event.run_id, root)
+        run = self._runs.get(root)
         if run is None:
             spans = RunSpans(self._tracer, self._options, event.run_id)
-            run = self._runs[event.run_id] = (spans, _Totals())
+            run = self._runs[root] = (spans, Totals())
         spans, totals = run
         spans.observe(event)
+        own = event.run_id == root
         if isinstance(event, LLMResponseEvent):
-            totals.add(event)
-        stop = _STOPS.get(event.type)
-        if stop is None:
+            totals.add(event, own=own)
+        if not own or not totals.end(event):
             return
-        del self._runs[event.run_id]
-        if event.type == "error" and getattr(event, "error_type", "") == "MaxIterationsExceeded":
-            stop = "max_iterations"
-        totals.stop_reason = stop
+        del self._runs[root]
+        for run_id in [r for r, top in self._roots.items() if top == root]:
+            del self._roots[run_id]
+            self._seen.pop(run_id, None)
         spans.finish(cast("RunResult", totals), None)  # the totals a result would give
 
     def __repr__(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,7 +25,9 @@ class AnthropicOptions(ProviderOptions):
 
     `top_k`, `top_p`, `metadata`, `service_tier` and `cache_control` go into the request body
     under their own names; `extra_body` adds any other field. `cache_system` and
-    `cache_tools` place prompt-cache breakpoints (``cache_control`` on a block).
+    `cache_tools` place prompt-cache breakpoints (``cache_control`` on a block) by hand: with
+    any of the three cache fields set, the automatic breakpoints of
+    `ModelSettings.prompt_cache` are not placed (setting both is a `UserError`).
     """
 
     kind: Literal["anthropic"] = "anthropic"
@@ -71,6 +73,19 @@ class AnthropicOptions(ProviderOptions):
             if value is not None and not (isinstance(value, bool) or value in ("5m", "1h")):
                 raise UserError(f"{owner}.{name} must be True, False, '5m' or '1h', not {value!r}.")
         check_mapping(owner, "extra_body", self.extra_body)
+
+    def overlaps(self, settings: Any) -> Sequence[tuple[str, str]]:
+        """`cache_system`, `cache_tools` or `cache_control` with `ModelSettings.prompt_cache`.
+
+        Both place prompt-cache breakpoints: one of them must.
+        """
+        if settings.prompt_cache is None:
+            return ()
+        return [
+            ("prompt_cache", f"AnthropicOptions.{name}")
+            for name in ("cache_system", "cache_tools", "cache_control")
+            if getattr(self, name) is not None
+        ][:1]
 
 
 def _breakpoint(lifetime: bool | str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from glassagent._core.messages import (
 from glassagent._core.output import OutputSchema
 from glassagent._core.request import ModelRequest
 from glassagent._providers import shapes
+from glassagent._providers.anthropic_cache import add_breakpoints
 from glassagent._providers.anthropic_options import AnthropicOptions, add_options
 from glassagent._providers.http import redact
 from glassagent._providers.portable import add_portable
@@ -215,6 +216,8 @@ def request_body(model: str, request: ModelRequest, *, stream: bool) -> dict[str
         AttachmentError: For an attachment Anthropic cannot take.
         ConfigurationError: For a setting or option Anthropic cannot honour, or an
             `AnthropicOptions` field or ``extra_body`` key glassagent already sets.
+
+    Prompt-cache breakpoints are placed by `anthropic_cache.add_breakpoints`.
     """
     settings, system, tools = request.settings, request.system, request.tools
     check_settings(settings)
@@ -238,6 +241,7 @@ def request_body(model: str, request: ModelRequest, *, stream: bool) -> dict[str
     add_portable(body, settings, max_tokens=None, stop="stop_sequences")
     if stream:
         body["stream"] = True
+    add_breakpoints(body, model, request)
     add_options(body, AnthropicOptions.from_settings(settings, PROVIDER))
     return body
 

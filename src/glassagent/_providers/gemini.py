@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -24,12 +24,13 @@ from glassagent._core.errors import (
 from glassagent._core.messages import (
     Attachment,
     LLMResponse,
+    Message,
     ModelSettings,
     StreamPart,
 )
 from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
-from glassagent._providers import capture, connection_pool
+from glassagent._providers import capture, connection_pool, gemini_cache
 from glassagent._providers import gemini_wire as wire
 from glassagent._providers.attachments import AttachmentGate
 from glassagent._providers.call import (
@@ -141,6 +142,9 @@ class GeminiClient(RequestClient):
     All traffic goes through an ``httpx.AsyncClient`` (ours, or the one you pass), so it can be
     inspected and mocked like any httpx traffic. The API key is never shown: not in ``repr``,
     events, logs or errors; `get_masked_api_key` gives its only printable form.
+
+    Prompt caching (`ModelSettings.prompt_cache`) makes explicit cached contents and reuses
+    them while they live (see "Prompt caching").
     """
 
     provider_name = "gemini"
@@ -215,6 +219,7 @@ class GeminiClient(RequestClient):
         self.__key = key
         self._base_url = config.base_url
         self._contents = wire.RestContents()
+        self._caches = gemini_cache.Caches()
         self._borrowed = None if http_client is None else self._sdk_client(http_client)
         self._pools: PerLoop[tuple[httpx.AsyncClient, _Sdk]] = PerLoop(self._own_sdk_client, _close)
 
@@ -272,6 +277,7 @@ class GeminiClient(RequestClient):
         messages = await self._attachments.prepare(request.messages)
         config = wire.to_config(request, wire.system_texts(messages))
         sdk, fast = await self._genai()
+        messages, config = await self._cached(sdk, request, messages, config)
         converted = None if fast is None else fast.prepare(self.model, config)
         if fast is not None and converted is not None:
             prepared = gemini_sdk.Prepared(self._contents.contents(messages), converted)
@@ -284,6 +290,21 @@ class GeminiClient(RequestClient):
             partial(models.generate_content, **body),
             partial(models.generate_content_stream, **body),
         )
+
+    async def _cached(
+        self, sdk: Any, request: ModelRequest, messages: Sequence[Message], config: dict[str, Any]
+    ) -> tuple[Sequence[Message], dict[str, Any]]:
+        """The messages and config to send: next to a cached content when one applies.
+
+        See `gemini_cache`: the cached prefix leaves the request, which names the cache.
+        """
+        chosen = gemini_cache.plan(self.model, request, messages, config, self._contents)
+        if chosen is None:
+            return messages, config
+        name = await self._caches.name(sdk, self.model, chosen, self.__key)
+        if name is None:
+            return messages, config
+        return chosen.rest, gemini_cache.without_moved(config, name)
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """Call ``generateContent`` with one `ModelRequest` and return the complete answer.

@@ -373,11 +373,14 @@ class Reader:
             )
         self.builder.set_model(getattr(chunk, "model_version", None))
         metadata = getattr(chunk, "usage_metadata", None)
-        if metadata is not None:
+        if metadata is not None:  # the prompt's count includes the cached tokens
+            prompt = token_count(metadata.prompt_token_count)
+            cached = token_count(getattr(metadata, "cached_content_token_count", None))
             self.builder.usage = Usage(
-                token_count(metadata.prompt_token_count),
+                prompt,
                 token_count(metadata.candidates_token_count),
                 token_count(metadata.thoughts_token_count),
+                cache_read_tokens=min(cached, prompt),
             )
         candidates = getattr(chunk, "candidates", None) or []
         if not candidates:

@@ -27,7 +27,7 @@ from glassagent._core.messages import (
 from glassagent._core.options import add_unset
 from glassagent._core.output import OutputSchema
 from glassagent._core.request import ModelRequest
-from glassagent._providers import shapes
+from glassagent._providers import caching, shapes
 from glassagent._providers.http import redact
 from glassagent._providers.openai_options import OpenAIOptions
 from glassagent._providers.portable import add_portable
@@ -53,6 +53,12 @@ UNREADABLE_OUTPUT = "The model produced output that does not match the expected"
 """How llama.cpp's server begins its error for a reply that does not match the chat
 template's tool-call format (the message ends with the format's name, e.g.
 ``peg-native format``)."""
+CACHE_KEY_PROVIDERS = frozenset({"openai"})
+"""Providers sent a ``prompt_cache_key`` by the automatic rule: OpenAI's own URL."""
+EXPLICIT_CACHE_KEY_PROVIDERS = frozenset({"openai", "azure_openai"})
+"""Providers sent a ``prompt_cache_key`` when `ModelSettings.prompt_cache` is set."""
+CACHE_MINIMUM_TOKENS = 1024
+"""The shortest prompt OpenAI caches, in tokens."""
 START_HINT = (
     "Is the server running? Start one (e.g. `llama-server -m model.gguf --port 8080`, then "
     "base_url='http://127.0.0.1:8080/v1') or set OPENAI_API_BASE to its address."
@@ -129,14 +135,21 @@ def wire_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 
 
 def _usage(raw: Any) -> Usage:
-    """The token counts of a ``usage`` object; malformed counts count as 0."""
+    """The token counts of a ``usage`` object; malformed counts count as 0.
+
+    ``prompt_tokens_details.cached_tokens`` (counted in ``prompt_tokens``) are the prompt
+    tokens read from the prompt cache.
+    """
     if not isinstance(raw, dict):
         return Usage()
     details = raw.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
     output = shapes.token_count(raw.get("completion_tokens"))
     reasoning = min(shapes.token_count(details.get("reasoning_tokens")), output)
-    return Usage(shapes.token_count(raw.get("prompt_tokens")), output - reasoning, reasoning)
+    prompt = shapes.token_count(raw.get("prompt_tokens"))
+    cached = raw.get("prompt_tokens_details")
+    cached = shapes.token_count(cached.get("cached_tokens")) if isinstance(cached, dict) else 0
+    return Usage(prompt, output - reasoning, reasoning, cache_read_tokens=min(cached, prompt))
 
 
 def _timings(raw: Any) -> dict[str, float]:
@@ -284,8 +297,37 @@ def request_body(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+    _add_cache_key(body, request, provider)
     _add_settings(body, request.settings, provider)
     return body
+
+
+def _add_cache_key(body: dict[str, Any], request: ModelRequest, provider: str) -> None:
+    """Send ``prompt_cache_key`` where it is documented (see `CACHE_KEY_PROVIDERS`).
+
+    OpenAI caches prompt prefixes of 1024 tokens or more by itself; the key routes requests
+    of one prefix to one cache. It goes to OpenAI's own URL when `ModelSettings.prompt_cache`
+    asks for caching (automatically: for prompts of `CACHE_MINIMUM_TOKENS` or more), and to
+    Azure OpenAI only when it is set (``True`` or a `PromptCache`), as older API versions
+    refuse the field. Other servers (llama.cpp, vLLM, Ollama...) never get it. An automatic
+    key gives way to one in `OpenAIOptions.extra_body`.
+    """
+    settings = request.settings
+    asked = settings.prompt_cache is not None
+    if provider not in (EXPLICIT_CACHE_KEY_PROVIDERS if asked else CACHE_KEY_PROVIDERS):
+        return
+    options = OpenAIOptions.from_settings(settings, provider)
+    if not asked and options is not None and "prompt_cache_key" in (options.extra_body or {}):
+        return
+    policy = caching.wanted(
+        settings,
+        CACHE_MINIMUM_TOKENS,
+        lambda enough: caching.estimate_tokens(
+            request.messages, request.tools, request.system, enough
+        ),
+    )
+    if policy is not None:
+        body["prompt_cache_key"] = policy.key or caching.default_key(request.system, request.tools)
 
 
 def _wire_choice(choice: str) -> str | dict[str, Any]:

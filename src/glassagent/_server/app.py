@@ -331,7 +331,8 @@ class EventStream(Response):
     """A run's events as Server-Sent Events: one ``data:`` line of JSON per event.
 
     The terminal event (``complete``, ``aborted``, ``budget_exceeded``,
-    ``awaiting_approval`` or ``error``) is held back until the turn is kept as asked, and
+    ``awaiting_approval`` or ``error``) of the run (not one of a sub-agent's run inside it,
+    whose ``depth`` is above 0) is held back until the turn is kept as asked, and
     then carries the answer's ``status`` (and ``approvals``, ``chat_id``, ``history`` when it
     has them); if keeping it fails, an ``error`` event takes its place. A client that
     disconnects aborts the run, and the aborted turn is kept like a finished one.
@@ -356,7 +357,7 @@ class EventStream(Response):
             last: dict[str, Any] | None = None
             async for event in self.run:
                 data = event.to_dict()
-                if data["type"] in _TERMINAL:
+                if data["type"] in _TERMINAL and not event.depth:  # a sub-agent's end streams
                     last = data
                 else:
                     await self._send_event(send, data)
@@ -449,6 +450,9 @@ class DurableStream(Response):
         assert self.turn.run is not None
         async for event in self.turn.run:
             data = event.to_dict()
+            if event.depth:  # a sub-agent's event (its end too) streams as it is
+                await send({"type": "http.response.body", "body": _sse(data), "more_body": True})
+                continue
             self.last = data
             if data["type"] in _TERMINAL:
                 self.held = data

@@ -92,18 +92,20 @@ class InvokeResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON response body.
 
-        ``text``, ``status``, ``stop_reason``, ``usage``, ``cost`` (``{"amount": "0.00123",
-        "currency": "USD"}``, the amount an exact decimal string, or ``null`` when the turn
-        could not be priced) and ``iterations``; then ``budget_exceeded`` (``{"limit",
-        "reason"}``), ``approvals`` (with status ``awaiting_approval`` only: the waiting calls
-        as ``{"id", "name", "arguments"}``), ``chat_id``, ``run_id`` and ``history`` when
-        they are set.
+        ``text``, ``status``, ``stop_reason``, ``usage``, ``cache_hit_rate`` (the share of
+        the input tokens read from the prompt cache, from 0 to 1, when some were), ``cost``
+        (``{"amount": "0.00123", "currency": "USD"}``, the amount an exact decimal string, or
+        ``null`` when the turn could not be priced) and ``iterations``; then
+        ``budget_exceeded`` (``{"limit", "reason"}``), ``approvals`` (with status
+        ``awaiting_approval`` only: the waiting calls as ``{"id", "name", "arguments"}``),
+        ``chat_id``, ``run_id`` and ``history`` when they are set.
         """
         body: dict[str, Any] = {
             "text": self.text,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "usage": to_jsonable(self.usage),
+            **cache_hit_rate(self.usage),
             "cost": cost_dict(self.cost),
             "iterations": self.iterations,
         }
@@ -119,6 +121,13 @@ class InvokeResult:
         if self.history is not None:
             body["history"] = self.history.to_dict(self.history_version)
         return body
+
+
+def cache_hit_rate(usage: Usage) -> dict[str, float]:
+    """``{"cache_hit_rate": ...}`` when the prompt cache served input tokens, else ``{}``."""
+    if usage.cache_read_tokens <= 0 or usage.input_tokens <= 0:
+        return {}
+    return {"cache_hit_rate": min(usage.cache_read_tokens / usage.input_tokens, 1.0)}
 
 
 def approval_dict(call: ToolCall) -> dict[str, Any]:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core.events import BaseEvent, to_jsonable
+from glassagent._core.record.timeline import depth_of
 
 if TYPE_CHECKING:
     from glassagent._core.events import Event
     from glassagent._core.messages import Message, ModelSettings, ToolDefinition
 
-IGNORED = frozenset({"run_id", "seq", "timestamp", "latency_ms", "duration_ms"})
+IGNORED = frozenset({"run_id", "parent_run_id", "seq", "timestamp", "latency_ms", "duration_ms"})
 """Keys that differ from run to run however faithful the replay: ids and timings."""
 
 _BATCH_END = frozenset(
@@ -89,28 +91,78 @@ def events(items: Iterable[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Events as comparable dicts: without ids and timings, each tool batch in call order.
 
     The calls of one answer run concurrently and finish in any order; their events are put in
-    the order of the calls (each call's own events keep theirs).
+    the order of the calls (each call's own events keep theirs). The events of a sub-agent's
+    run (``depth`` above 0) go with the call that ran it, ordered the same way.
     """
-    stripped = [
-        _structured(_strip(normal(item.to_dict() if isinstance(item, BaseEvent) else item)))
-        for item in items
-    ]
+    dicts = [normal(item.to_dict() if isinstance(item, BaseEvent) else item) for item in items]
+    return [_structured(_strip(event)) for event in _ordered(dicts, 0, _links(dicts))]
+
+
+@dataclass
+class _Group:
+    """The events of the sub-agents' runs inside one call, in the order they came."""
+
+    call_id: Any
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+_Item = dict[str, Any] | _Group
+_Links = dict[Any, tuple[Any, Any, int]]  # run id -> (parent run id, parent call id, depth)
+
+
+def _links(dicts: list[dict[str, Any]]) -> _Links:
+    return {
+        event.get("run_id"): (event.get("parent_run_id"), event.get("parent_call_id"), depth)
+        for event in dicts
+        if (depth := depth_of(event))
+    }
+
+
+def _call_at(event: Mapping[str, Any], depth: int, links: _Links) -> Any:
+    """The id of the call of a run at `depth` that the (deeper) event's run is inside."""
+    parent, call, below = event.get("parent_run_id"), event.get("parent_call_id"), depth_of(event)
+    while below > depth + 1 and parent in links:
+        parent, call, below = links[parent]
+    return call
+
+
+def _ordered(dicts: list[dict[str, Any]], depth: int, links: _Links) -> list[dict[str, Any]]:
+    """The events of runs at `depth`, each call's sub-agent runs' events after its start."""
+    items: list[_Item] = []
+    groups: dict[Any, _Group] = {}
+    for event in dicts:
+        if depth_of(event) <= depth:
+            items.append(event)
+            continue
+        call = _call_at(event, depth, links)
+        if call not in groups:
+            items.append(groups.setdefault(call, _Group(call)))
+        groups[call].events.append(event)
     out: list[dict[str, Any]] = []
-    batch: list[dict[str, Any]] | None = None
+    for item in _batched(items):
+        out += _ordered(item.events, depth + 1, links) if isinstance(item, _Group) else [item]
+    return out
+
+
+def _batched(items: list[_Item]) -> list[_Item]:
+    """`items` with the events of each tool batch in the order of the calls."""
+    out: list[_Item] = []
+    batch: list[_Item] | None = None
     order: dict[Any, int] = {}
-    for event in stripped:
-        kind = event.get("type")
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
         if batch is not None and kind in _BATCH_END:
             out += sorted(batch, key=lambda e: order.get(_call_id(e), len(order)))
             batch = None
         if kind == "llm_response":
             order = {}
         if kind == "function_call_start":
-            order.setdefault(event.get("call_id"), len(order))
+            assert isinstance(item, dict)
+            order.setdefault(item.get("call_id"), len(order))
         if batch is not None:
-            batch.append(event)
+            batch.append(item)
             continue
-        out.append(event)
+        out.append(item)
         if kind == "function_execution_start":
             batch = []
     if batch is not None:
@@ -118,7 +170,9 @@ def events(items: Iterable[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _call_id(event: Mapping[str, Any]) -> Any:
+def _call_id(event: _Item) -> Any:
+    if isinstance(event, _Group):
+        return event.call_id
     execution = event.get("execution")
     if isinstance(execution, Mapping):
         return execution.get("call_id")

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from glassagent._core import errors
-from glassagent._core.errors import UNREADABLE_REPLY, ReplayMismatchError, ToolCallFormatError
+from glassagent._core.errors import (
+    UNREADABLE_REPLY,
+    ReplayMismatchError,
+    ToolCallFormatError,
+    UserError,
+)
 from glassagent._core.events import (
     AbortedEvent,
     ErrorEvent,
     Event,
+    FunctionCallStartEvent,
+    HandoffEvent,
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
@@ -50,6 +57,9 @@ _REQUEST_KEYS = ("messages", "tools", "system", "settings")
 class _Call:
     """One recorded model call: what was asked, what streamed, how it ended."""
 
+    run_id: str
+    provider: str
+    model: str
     request: dict[str, Any]
     protocol: ToolProtocol
     parts: tuple[StreamPart, ...]
@@ -57,36 +67,137 @@ class _Call:
     ending: ErrorEvent | AbortedEvent | None
 
 
-def _calls(pairs: Sequence[tuple[Event, dict[str, Any]]]) -> list[_Call]:
-    """The model calls of recorded events, in order (across runs)."""
-    calls: list[_Call] = []
-    request: tuple[LLMRequestEvent, dict[str, Any]] | None = None
-    parts: list[StreamPart] = []
+@dataclass
+class _Open:
+    """A recorded model call whose answer has not come yet."""
 
-    def close(response: LLMResponse | None, ending: ErrorEvent | AbortedEvent | None) -> None:
-        assert request is not None
-        event, raw = request
-        neutral = compare.normal({key: raw.get(key) for key in _REQUEST_KEYS})
-        calls.append(_Call(neutral, event.tool_protocol, tuple(parts), response, ending))
+    slot: int
+    event: LLMRequestEvent
+    raw: dict[str, Any]
+    parts: list[StreamPart]
+
+
+class _Agents:
+    """Which agent each recorded run is at each event: who made each model call.
+
+    A sub-agent's run is the agent its parent's call names (``ui_info["agent"]`` of an agent
+    used as a tool, else the tool's name); a handoff makes its run the agent handed to; a
+    top-level run starts as the agent its first handoff names, if it has one.
+    """
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self._current: dict[str, str | None] = {}
+        self._calls: dict[tuple[str | None, str | None], str] = {}
+        self._first: dict[str, str] = {}
+        for event in events:
+            if isinstance(event, HandoffEvent):
+                self._first.setdefault(event.run_id, event.from_agent)
+
+    def see(self, event: Event) -> str | None:
+        """Follow `event`; the agent its run is after it."""
+        run = event.run_id
+        if run not in self._current:
+            if event.depth:
+                name = self._calls.get((event.parent_run_id, event.parent_call_id))
+            else:
+                name = self._first.get(run)
+            self._current[run] = name
+        if isinstance(event, FunctionCallStartEvent):
+            ui = event.ui_info
+            agent = ui.get("agent") if isinstance(ui, Mapping) else None
+            name = agent if isinstance(agent, str) and agent else event.function_name
+            self._calls[(run, event.call_id)] = name
+        elif isinstance(event, HandoffEvent):
+            self._current[run] = event.to_agent
+        return self._current[run]
+
+
+def _chosen(event: Event, agent: str | None, current: str | None) -> bool:
+    """Whether a model call of `event`'s run is one the replay answers."""
+    return not event.depth if agent is None else current == agent
+
+
+def _calls(pairs: Sequence[tuple[Event, dict[str, Any]]], agent: str | None) -> list[_Call]:
+    """The model calls of recorded events that `agent` made (`None`: top-level runs), in order.
+
+    The events of runs nested in each other interleave; each run's calls are read apart.
+    """
+    slots: list[_Call | None] = []
+    open_calls: dict[str, _Open] = {}
+    agents = _Agents(event for event, _ in pairs)
+
+    def close(run: str, response: LLMResponse | None, ending: Any) -> None:
+        call = open_calls.pop(run)
+        neutral = compare.normal({key: call.raw.get(key) for key in _REQUEST_KEYS})
+        event, parts = call.event, tuple(call.parts)
+        slots[call.slot] = _Call(
+            run, event.provider, event.model, neutral, event.tool_protocol, parts, response, ending
+        )
 
     for event, raw in pairs:
+        run, current = event.run_id, agents.see(event)
         if isinstance(event, LLMRequestEvent):
-            if request is not None:  # the run ended during the call without saying how
-                close(None, None)
-            request, parts = (event, raw), []
-        elif request is None:
+            if run in open_calls:  # the run ended during the call without saying how
+                close(run, None, None)
+            if _chosen(event, agent, current):
+                open_calls[run] = _Open(len(slots), event, raw, [])
+                slots.append(None)
+        elif run not in open_calls:
             continue
         elif isinstance(event, (TextChunkEvent, ThinkingChunkEvent, LLMRetryEvent)):
-            parts.append(_part(event))
+            open_calls[run].parts.append(_part(event))
         elif isinstance(event, LLMResponseEvent):
-            close(_response(event), None)
-            request = None
+            close(run, _response(event), None)
         elif isinstance(event, (ErrorEvent, AbortedEvent)):
-            close(None, event)
-            request = None
-    if request is not None:
-        close(None, None)
-    return _with_metadata(calls)
+            close(run, None, event)
+    for run in list(open_calls):
+        close(run, None, None)
+    return _with_metadata([call for call in slots if call is not None])
+
+
+def _made(pairs: Sequence[tuple[Event, dict[str, Any]]], agent: str) -> dict[str, int]:
+    """The runs in which `agent` made model calls, with their depth."""
+    agents = _Agents(event for event, _ in pairs)
+    runs: dict[str, int] = {}
+    for event, _ in pairs:
+        current = agents.see(event)
+        if isinstance(event, LLMRequestEvent) and current == agent:
+            runs.setdefault(event.run_id, event.depth)
+    return runs
+
+
+def _within(events: Sequence[Event], runs: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The dicts of the events of `runs` and of the runs nested in them.
+
+    Each of `runs` reads as a top-level run (its depth 0, without a parent), and they come
+    in the order of the calls that ran them (sub-agents that ran at once end in any order).
+    """
+    starts: dict[tuple[str | None, str | None], int] = {
+        (e.run_id, e.call_id): index
+        for index, e in enumerate(events)
+        if isinstance(e, FunctionCallStartEvent)
+    }
+    roots = {run: run for run in runs}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    position: dict[str, int] = {}
+    for index, event in enumerate(events):
+        if event.run_id not in roots and event.parent_run_id in roots:
+            roots[event.run_id] = roots[event.parent_run_id]
+        root = roots.get(event.run_id)
+        if root is None:
+            continue
+        if root not in groups:
+            groups[root] = []
+            position[root] = starts.get((event.parent_run_id, event.parent_call_id), index)
+        data = event.to_dict()
+        depth = event.depth - runs[root]
+        if depth > 0:
+            data["depth"] = depth
+        else:
+            for key in ("parent_run_id", "parent_call_id", "depth"):
+                data.pop(key, None)
+        groups[root].append(data)
+    return [data for root in sorted(groups, key=position.__getitem__) for data in groups[root]]
 
 
 def _part(event: TextChunkEvent | ThinkingChunkEvent | LLMRetryEvent) -> StreamPart:
@@ -122,7 +233,14 @@ def _with_metadata(calls: list[_Call]) -> list[_Call]:
     ``llm_response`` events do not carry `LLMResponse.provider_metadata` (e.g. a Gemini
     thought signature); the conversation sent next does, and must be sent again as it was.
     """
-    for index, (call, after) in enumerate(itertools.pairwise(calls)):
+    following: dict[int, _Call] = {}  # index -> the next call of the same run
+    last: dict[str, int] = {}
+    for index, call in enumerate(calls):
+        if call.run_id in last:
+            following[last[call.run_id]] = call
+        last[call.run_id] = index
+    for index, after in following.items():
+        call = calls[index]
         response = call.response
         if response is None:
             continue
@@ -171,6 +289,12 @@ class ReplayClient(_RecordingClient):
     calls. A request the recording did not expect raises `ReplayMismatchError`, with a diff.
     The client reports the recorded provider and model, so costs are priced alike.
 
+    A recording of many agents (an agent used as another's tool, handoffs) holds the model
+    calls of each: a client replays those of one agent. By default those of the top-level
+    runs (``depth`` 0); with ``agent="researcher"`` those the agent of that name made, in a
+    sub-agent's run or after a handoff to it. Give each agent of the replayed setup its own
+    client from the same recording, and `check` the top-level run on the default one.
+
     Example:
         ```python
         replay = ReplayClient.from_events("tests/recordings/weather.jsonl")
@@ -187,9 +311,10 @@ class ReplayClient(_RecordingClient):
             tools: Whether the run offers tools of its own.
             settings: The run's settings.
         """
-        if len(self.requests) >= len(self._calls):
+        call = self._next()
+        if call is None:
             return "tool"
-        request = self._calls[len(self.requests)].request
+        request = call.request
         if (request.get("settings") or {}).get("output_schema"):
             return "native"
         names = [t.get("name") for t in request.get("tools") or () if isinstance(t, dict)]
@@ -200,6 +325,7 @@ class ReplayClient(_RecordingClient):
         events: Iterable[Event | dict[str, Any]] | str | os.PathLike[str],
         *,
         chunk_delay: float = 0,
+        agent: str | None = None,
     ) -> None:
         """Create a client that replays the model calls of `events`.
 
@@ -207,20 +333,34 @@ class ReplayClient(_RecordingClient):
             events: Recorded events (of one or more runs, in order), their dicts, or the path
                 of a file written by `save_events`.
             chunk_delay: Seconds to wait before each replayed chunk.
+            agent: Replay the model calls of the agent of this name: a sub-agent's (the name
+                of the agent used as a tool; the tool's name for an agent without one) or
+                those after a handoff to it (a top-level run is known by name only once it
+                hands off). `None`: the calls of the top-level runs, sub-agents' left out.
 
         Raises:
             UserError: When the file cannot be read, or an item is not an event.
         """
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise UserError(f"`agent` must be an agent's name, got {agent!r}.")
         pairs = recorded(events)
         self.recorded_events: tuple[Event, ...] = tuple(event for event, _ in pairs)
         """The recording's events."""
-        self._calls = _calls(pairs)
-        first = next((e for e in self.recorded_events if isinstance(e, LLMRequestEvent)), None)
-        super().__init__(model=first.model if first else "replay", chunk_delay=chunk_delay)
+        self.agent = agent
+        """The agent whose model calls are replayed (`None`: those of the top-level runs)."""
+        self._calls = _calls(pairs, agent)
+        self._runs = _made(pairs, agent) if agent is not None else None
+        queues: dict[str, deque[_Call]] = {}
+        for call in self._calls:
+            queues.setdefault(call.run_id, deque()).append(call)
+        self._queues = list(queues.values())
+        first = next((c for c in self._calls), None)
+        model = first.model if first else "replay"
+        super().__init__(model=model, chunk_delay=chunk_delay)
         if first is not None:
             self.provider_name = first.provider
         protocols = {call.protocol for call in self._calls}
-        self.tool_protocol = first.tool_protocol if len(protocols) == 1 and first else "auto"
+        self.tool_protocol = first.protocol if len(protocols) == 1 and first else "auto"
 
     @classmethod
     def from_events(
@@ -228,36 +368,50 @@ class ReplayClient(_RecordingClient):
         source: str | os.PathLike[str] | Iterable[Event | dict[str, Any]],
         *,
         chunk_delay: float = 0,
+        agent: str | None = None,
     ) -> Self:
         """Replay a recording: a file written by `save_events`, or events (e.g. ``result.events``).
 
         Args:
             source: A JSON Lines file path, or events or event dicts.
             chunk_delay: Seconds to wait before each replayed chunk.
+            agent: Replay the model calls of the agent of this name (see `ReplayClient`).
 
         Raises:
             UserError: When the file cannot be read or holds something other than events.
         """
-        return cls(source, chunk_delay=chunk_delay)
+        return cls(source, chunk_delay=chunk_delay, agent=agent)
 
     @property
     def remaining(self) -> int:
         """How many recorded model calls have not been replayed yet."""
-        return max(0, len(self._calls) - len(self.requests))
+        return sum(len(queue) for queue in self._queues)
+
+    def _next(self) -> _Call | None:
+        """The recorded call expected next: the next one of the first run not done."""
+        return next((queue[0] for queue in self._queues if queue), None)
 
     def _take(self, request: RecordedRequest) -> _Call:
+        """The recorded call `request` is: the next call of a run, the first run's first.
+
+        Runs that went on at once (sub-agents called together) may ask in any order: a
+        request may be the next call of any recorded run.
+        """
         self.requests.append(request)
         number = len(self.requests)
-        if number > len(self._calls):
+        call = self._next()
+        if call is None:
             raise ReplayMismatchError(
                 f"Model call {number} was not recorded: the recording has only "
                 f"{len(self._calls)} model call(s).",
                 call=number,
             )
-        call = self._calls[number - 1]
         actual = compare.request_json(
             request.messages, request.tools, request.system, request.settings
         )
+        for queue in self._queues:
+            if queue and queue[0].request == actual:
+                return queue.popleft()
         if actual != call.request:
             diff = compare.diff(call.request, actual, f"request {number}")
             raise ReplayMismatchError(
@@ -309,15 +463,19 @@ class ReplayClient(_RecordingClient):
 
     async def resolve_tool_protocol(self, settings: ModelSettings | None = None) -> ToolProtocol:
         """The tool protocol the next recorded call used."""
-        number = len(self.requests)
-        return self._calls[number].protocol if number < len(self._calls) else self.tool_protocol
+        call = self._next()
+        return call.protocol if call is not None else self.tool_protocol
 
     def check(self, *runs: RunResult[Any] | Iterable[Event]) -> None:
         """Check that the replay went as recorded: every model call made, the same events.
 
         The events are compared as their dicts, without ids, sequence numbers, timestamps and
-        durations (``run_id``, ``seq``, ``timestamp``, ``latency_ms``, ``duration_ms``); the
-        results of tool calls that ran concurrently may finish in any order.
+        durations (``run_id``, ``parent_run_id``, ``seq``, ``timestamp``, ``latency_ms``,
+        ``duration_ms``); the results of tool calls that ran concurrently may finish in any
+        order. Sub-agents' events are compared too, each with the call that ran it. A client
+        of one `agent` compares the runs that agent made calls in (with the runs nested in
+        them): those of the given runs, or the given runs themselves when they are the
+        agent's own (a sub-agent replayed on its own).
 
         Args:
             runs: The replayed runs' results (or events), in the order they ran.
@@ -332,7 +490,14 @@ class ReplayClient(_RecordingClient):
                 f"stopped after model call {len(self.requests)} of {len(self._calls)}."
             )
         actual = [e for run in runs for e in (run.events if isinstance(run, RunResult) else run)]
-        expected_view, actual_view = compare.events(self.recorded_events), compare.events(actual)
+        expected: Sequence[Event | dict[str, Any]] = self.recorded_events
+        if self._runs is not None and self.agent is not None:
+            expected = _within(self.recorded_events, self._runs)
+            pairs = [(event, event.to_dict()) for event in actual]
+            made = _made(pairs, self.agent)
+            if made:
+                actual = _within(actual, made)  # type: ignore[assignment]
+        expected_view, actual_view = compare.events(expected), compare.events(actual)
         if expected_view != actual_view:
             diff = compare.diff(expected_view, actual_view, "events")
             raise ReplayMismatchError(

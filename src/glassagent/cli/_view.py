@@ -17,10 +17,14 @@ from typing import Any, Protocol, TextIO
 from glassagent import RunResult
 from glassagent.errors import GlassAgentError
 from glassagent.events import (
+    AbortedEvent,
     BudgetExceededEvent,
+    ContextCompactedEvent,
+    ErrorEvent,
     Event,
     FunctionCallStartEvent,
     FunctionExecutionCompleteEvent,
+    HandoffEvent,
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetryEvent,
@@ -90,9 +94,11 @@ class Marks:
     rule: str = "──"
     more: str = "…"
     sep: str = "·"
+    nested: str = "↳"
+    handoff: str = "⇄"
 
 
-PLAIN_MARKS = Marks("*", "->", "|", "ok", "!!", "--", "...", "-")
+PLAIN_MARKS = Marks("*", "->", "|", "ok", "!!", "--", "...", "-", ">", "<->")
 """ASCII marks, for output that is not a terminal."""
 
 
@@ -180,6 +186,8 @@ class HumanView:
         self._call: tuple[float, int] | None = None  # (start, characters) of a model call
         self._quiet_since = time.monotonic()
         self._status = False  # a status line is on screen
+        self._agents: dict[str, str] = {}  # a sub-agent's run id -> its agent
+        self._callees: dict[tuple[str, str], str] = {}  # (run id, call id) -> the agent it runs
 
     # ---- building blocks ---------------------------------------------------------------
 
@@ -249,6 +257,16 @@ class HumanView:
         """Show one event of a run."""
         marks = self.marks
         self._follow(event)
+        if isinstance(event, FunctionCallStartEvent):
+            ui = event.ui_info
+            agent = ui.get("agent") if isinstance(ui, Mapping) else None
+            callee = agent if isinstance(agent, str) and agent else event.function_name
+            self._callees[(event.run_id, event.call_id)] = printable(callee)
+        if isinstance(event, HandoffEvent):
+            self._handoff(event)
+        elif event.depth:
+            self._nested(event)
+            return
         match event:
             case TextChunkEvent(text=text):
                 self._streamed("text", text, None)
@@ -267,6 +285,8 @@ class HumanView:
             case OutputRetryEvent():
                 errors = one_line("; ".join(event.errors), more=marks.more)
                 self._line(f"{marks.model} not valid output, asked again: {errors}", "yellow")
+            case ContextCompactedEvent():
+                self._compacted(event)
             case FunctionCallStartEvent():
                 self._call_line(event)
             case ToolProgressEvent(message=message):
@@ -279,6 +299,64 @@ class HumanView:
                            "yellow")  # fmt: skip
             case _:  # the run's start of tools, sending results, and its end: nothing to add
                 pass
+
+    def _handoff(self, event: HandoffEvent) -> None:
+        """``⇄ handed over from triage to billing``, indented as deep as its run."""
+        to, marks = printable(event.to_agent), self.marks
+        self._line(
+            f"{'  ' * event.depth}{marks.handoff} handed over from "
+            f"{printable(event.from_agent)} to {to}",
+            "magenta",
+        )
+        if event.depth:
+            self._agents[event.run_id] = to
+
+    def _nested(self, event: Event) -> None:
+        """An event of a sub-agent's run: one indented line, ``↳ researcher: ...``.
+
+        Its text is not streamed (it would run into its parent's answer): each answer shows
+        as one line when its model call ends.
+        """
+        marks = self.marks
+        agent = self._agents.get(event.run_id)
+        if agent is None:
+            key = (event.parent_run_id or "", event.parent_call_id or "")
+            agent = self._agents[event.run_id] = self._callees.get(key, "sub-agent")
+        head = f"{'  ' * event.depth}{marks.nested} {agent}: "
+        match event:
+            case LLMRequestEvent(iteration=iteration, model=model):
+                self._line(f"{head}{marks.model} model call {iteration} ({model})", "dim")
+            case LLMResponseEvent(text=text) if text.strip():
+                self._line(head + one_line(printable(text), more=marks.more))
+            case LLMRetryEvent() | OutputRetryEvent():
+                what = "retry" if isinstance(event, LLMRetryEvent) else "not valid output"
+                self._line(f"{head}{marks.model} {what}, asked again", "yellow")
+            case FunctionCallStartEvent(function_name=name, args=args):
+                self._line(f"{head}{marks.call} {format_call(name, args, marks.more)}", "cyan")
+            case ToolProgressEvent(message=message):
+                text = short(printable(message), LINE_CHARS, marks.more)
+                self._line(f"{'  ' * event.depth}  {marks.progress} {text}", "dim")
+            case FunctionExecutionCompleteEvent(execution=run):
+                ok, style = (marks.failed, "red") if run.is_error else (marks.ok, "green")
+                self._line(f"{head}{ok} {run.function_name} ({run.duration_ms:.0f} ms)", style)
+            case ErrorEvent(error=error):
+                self._line(f"{head}{marks.failed} {one_line(error, more=marks.more)}", "red")
+            case AbortedEvent(reason=reason) | BudgetExceededEvent(reason=reason):
+                self._line(f"{head}stopped: {one_line(reason, more=marks.more)}", "yellow")
+            case _:  # its start of tools, chunks, sending results, its end: nothing to add
+                pass
+
+    def _compacted(self, event: ContextCompactedEvent) -> None:
+        """``context compacted: sent 6 of 40 messages (3900 -> 900 tokens, summary written)``."""
+        summary = ""
+        if event.summary is not None:
+            summary = ", summary written" if event.new_summary else ", summary reused"
+        self._line(
+            f"{self.marks.model} context compacted: sent {event.messages_after} of "
+            f"{event.messages_before} messages ({event.tokens_before} -> {event.tokens_after} "
+            f"tokens{summary})",
+            "dim",
+        )
 
     def _follow(self, event: Event) -> None:
         """Keep track of the model call in progress, for `status_line`."""
@@ -339,6 +417,9 @@ class HumanView:
             return
         usage, marks = result.usage, self.marks
         calls = "call" if result.iterations == 1 else "calls"
+        nested = sum(1 for e in result.events if e.depth and isinstance(e, LLMResponseEvent))
+        if nested:
+            calls += f" (+{nested} by sub-agents)"
         cost = money(result.cost) if result.iterations else None
         priced = f" {marks.sep} {cost}" if cost else ""
         self._line(

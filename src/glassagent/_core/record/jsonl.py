@@ -60,8 +60,8 @@ def header(
 
 def header_of(events: Sequence[Event]) -> dict[str, Any]:
     """The header of a run recorded after the fact: its first model request tells the rest."""
-    request = next((e for e in events if isinstance(e, LLMRequestEvent)), None)
-    run_id = events[0].run_id if events else None
+    request = next((e for e in events if isinstance(e, LLMRequestEvent) and not e.depth), None)
+    run_id = next((e.run_id for e in events if not e.depth), events[0].run_id if events else None)
     if request is None:
         return header(run_id, None, None, ())
     return header(run_id, request.provider, request.model, request.tools)
@@ -82,7 +82,8 @@ def save_events(
     """Write events as JSON Lines: a header line before each run's events, then one per line.
 
     Events of several runs (one after the other) get a header each, so a file can hold a whole
-    conversation; `load_events` reads them all back.
+    conversation; `load_events` reads them all back. The events of a sub-agent's run (an
+    agent used as a tool) stay where they came, inside their top-level run, under its header.
 
     Args:
         path: The file to write (created or replaced; see `append`).
@@ -94,8 +95,13 @@ def save_events(
         UserError: When the file cannot be written, or the hook fails.
     """
     runs: dict[str, list[Event]] = {}
+    roots: dict[str, str] = {}  # run id -> the id of the top-level run it is nested in
     for event in events:
-        runs.setdefault(event.run_id, []).append(event)
+        root = event.run_id
+        if event.depth and event.parent_run_id is not None:
+            root = roots.get(event.parent_run_id, event.parent_run_id)
+        roots.setdefault(event.run_id, root)
+        runs.setdefault(roots[event.run_id], []).append(event)
     text = "".join(
         line(redacted(header_of(run), redact)) + "".join(line(redacted(e, redact)) for e in run)
         for run in runs.values()

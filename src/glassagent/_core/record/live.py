@@ -61,7 +61,7 @@ class LiveDisplay:
 
     def __call__(self, event: Event) -> None:
         """Update the display for `event`: now, or soon when it was updated just now."""
-        if event.type in TERMINAL:
+        if event.type in TERMINAL and not event.depth:  # not a sub-agent's run's end
             if self._pending is not None:
                 self._pending.cancel()
                 self._pending = None

@@ -49,6 +49,9 @@ background:rgba(127,127,127,.2)}
 .ga-run .ga-note{font-size:12px;opacity:.8}
 .ga-run .ga-end{margin-top:6px;padding:4px 8px;border-radius:4px}
 .ga-run details>summary{cursor:pointer;opacity:.8}
+.ga-run .ga-sub{border-left:2px dashed rgba(127,127,127,.5);margin:4px 0 4px 4px;
+padding:2px 0 2px 10px}
+.ga-run .ga-handoff{margin:4px 0;font-weight:600}
 """.strip()
 
 _BAD = frozenset({"error", "aborted", "budget_exceeded"})
@@ -89,8 +92,10 @@ def _summary(timeline: Timeline, status: str) -> list[str]:
     if timeline.steps:
         first = timeline.steps[0]
         facts.append("/".join(p for p in (first.provider, first.model) if p))
-    calls = len(timeline.steps)
+    calls, nested = len(timeline.steps), len(timeline.all_steps()) - len(timeline.steps)
     facts.append(f"{calls} model call{'' if calls == 1 else 's'}")
+    if nested:
+        facts.append(f"{nested} by sub-agents")
     tokens_in, tokens_out = timeline.tokens
     if tokens_in or tokens_out:
         facts.append(f"{tokens_in} in / {tokens_out} out tokens")
@@ -132,15 +137,40 @@ def html_timeline(events: Iterable[Mapping[str, Any]], *, status: str | None = N
         f'<div class="ga-head">Run{run_id} <span class="ga-badge {badge}">{esc(status)}</span>'
         f"{facts}</div>",
     ]
-    parts += [f'<div class="ga-note">{esc(line)}</div>' for line in timeline.context]
+    parts.append(_html_body(timeline))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _html_body(timeline: Timeline) -> str:
+    """The run's context notes, model calls and end (a sub-agent's run's too)."""
+    parts = [f'<div class="ga-note">{esc(line)}</div>' for line in timeline.context]
     if timeline.steps:
         parts.append('<ol class="ga-steps">')
         last = _answer_step(timeline)
         parts += [_html_step(step, show_text=step is not last) for step in timeline.steps]
         parts.append("</ol>")
     parts.append(_html_end(timeline))
-    parts.append("</div>")
     return "".join(parts)
+
+
+def _html_sub(run: Timeline) -> str:
+    """A sub-agent's run inside the call that ran it: marked, indented, with its own steps."""
+    status = run.status
+    badge = "ga-bad" if status in _BAD else "ga-ok" if status == "complete" else ""
+    calls = len(run.steps)
+    return (
+        f'<div class="ga-sub" data-depth="{run.depth}"><div class="ga-head">↳ {esc(run.agent)} '
+        f'<span class="ga-dim">sub-agent run <code>{esc(run.run_id[:12])}</code> · '
+        f"{calls} model call{'' if calls == 1 else 's'}</span> "
+        f'<span class="ga-badge {badge}">{esc(status)}</span></div>{_html_body(run)}</div>'
+    )
+
+
+def _handoff_text(step: ModelStep) -> str:
+    assert step.handoff is not None
+    before, after = step.handoff
+    return f"⇄ handed over from {before or 'the agent'} to {after}"
 
 
 def _answer_step(timeline: Timeline) -> ModelStep | None:
@@ -172,6 +202,8 @@ def _html_step(step: ModelStep, *, show_text: bool = True) -> str:
         parts.append('<ul class="ga-tools">')
         parts += [_html_tool(tool) for tool in step.tools]
         parts.append("</ul>")
+    if step.handoff is not None:
+        parts.append(f'<div class="ga-handoff">{esc(_handoff_text(step))}</div>')
     parts.append("</li>")
     return "".join(parts)
 
@@ -185,6 +217,7 @@ def _html_tool(tool: ToolStep) -> str:
         f"<pre>{esc(_cut(_json(tool.args)))}</pre>",
     ]
     parts += [f'<div class="ga-note">{esc(line)}</div>' for line in tool.progress]
+    parts += [_html_sub(run) for run in tool.runs]
     if tool.result is not None:
         label = "Error" if tool.is_error else "Result"
         parts.append(
@@ -260,7 +293,13 @@ def markdown_timeline(events: Iterable[Mapping[str, Any]], *, status: str | None
     status = status or timeline.status
     head = " · ".join([f"**Run** {_code(timeline.run_id[:12])}", f"**{status}**"])
     lines = [" · ".join([head, *(_code(f) for f in _summary(timeline, status))]), ""]
-    lines += [f"- {_code(line)}" for line in timeline.context]
+    lines += _markdown_body(timeline)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _markdown_body(timeline: Timeline) -> list[str]:
+    """The run's lines; a sub-agent's run is a block quote inside its call."""
+    lines = [f"- {_code(line)}" for line in timeline.context]
     last = _answer_step(timeline)
     for step in timeline.steps:
         facts = "".join(f" · {_code(f)}" for f in _step_facts(step))
@@ -273,9 +312,15 @@ def markdown_timeline(events: Iterable[Mapping[str, Any]], *, status: str | None
         for tool in step.tools:
             lines.append(f"- {_code(tool.name)} {_code(_tool_state(tool))}")
             lines += _fence(_cut(_json(tool.args)), "  ")
+            for run in tool.runs:
+                head = f"**↳ {_code(run.agent)}** sub-agent run {_code(run.run_id[:12])}"
+                quoted = ["", f"{head} · **{run.status}**", *_markdown_body(run)]
+                lines += ["", *(f"> {line}".rstrip() for line in quoted), ""]
             if tool.result is not None:
                 lines += _fence(_cut(tool.result), "  ")
+        if step.handoff is not None:
+            lines += ["", f"**{_code(_handoff_text(step))}**"]
     if timeline.end is not None:
         label, body = _ending(timeline, timeline.end)
         lines += ["", f"**End** {_code(label)}", *(_fence(body) if body else [])]
-    return "\n".join(lines).strip() + "\n"
+    return lines

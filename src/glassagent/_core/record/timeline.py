@@ -1,7 +1,9 @@
 """A run's events read into a timeline: its model calls, their tool calls, and its end.
 
 The timeline is read from event dicts (after the `redact` hook), never from the events
-themselves, and tolerates any shape a hook leaves: missing fields read as empty.
+themselves, and tolerates any shape a hook leaves: missing fields read as empty. A
+sub-agent's run (an event with a ``depth`` above 0) is read into a timeline of its own, kept
+by the tool call that ran it (``parent_call_id``), so its text never joins its parent's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class ToolStep:
     is_error: bool = False
     duration_ms: float | None = None
     progress: list[str] = field(default_factory=list)
+    agent: str | None = None
+    """The sub-agent the call runs (an agent used as a tool), from its ``ui_info``."""
+    runs: list[Timeline] = field(default_factory=list)
+    """The sub-agents' runs inside the call."""
 
 
 @dataclass
@@ -47,6 +53,8 @@ class ModelStep:
     tools: list[ToolStep] = field(default_factory=list)
     wire: Mapping[str, Any] | None = None
     """The call's recorded wire bodies (``record_wire=True``), if any."""
+    handoff: tuple[str, str] | None = None
+    """After its tool calls, the run was handed from one agent to another: (from, to)."""
 
 
 @dataclass
@@ -59,6 +67,20 @@ class Timeline:
     end: Mapping[str, Any] | None = None
     started: float | None = None
     last: float | None = None
+    agent: str = ""
+    """For a sub-agent's run: the agent (or the tool name of the call that runs it)."""
+    depth: int = 0
+    """0 for a top-level run, 1 for a sub-agent's run, ..."""
+
+    def all_steps(self) -> list[ModelStep]:
+        """The model calls of the run and of every sub-agent's run inside it."""
+        steps: list[ModelStep] = []
+        for step in self.steps:
+            steps.append(step)
+            for tool in step.tools:
+                for run in tool.runs:
+                    steps += run.all_steps()
+        return steps
 
     @property
     def status(self) -> str:
@@ -67,16 +89,16 @@ class Timeline:
 
     @property
     def tokens(self) -> tuple[int, int]:
-        """Input and output tokens of the finished model calls."""
-        done = [s.usage for s in self.steps]
+        """Input and output tokens of the finished model calls (sub-agents' included)."""
+        done = [s.usage for s in self.all_steps()]
         return sum(_int(u.get("input_tokens")) for u in done), sum(
             _int(u.get("output_tokens")) for u in done
         )
 
     @property
     def cost(self) -> str | None:
-        """The summed cost of the model calls, e.g. ``0.00042 USD``; `None` when unknown."""
-        return total_cost(s.cost for s in self.steps if s.done)
+        """The summed cost of the model calls (sub-agents' too); `None` when unknown."""
+        return total_cost(s.cost for s in self.all_steps() if s.done)
 
     @property
     def seconds(self) -> float | None:
@@ -125,18 +147,57 @@ def total_cost(costs: Iterable[Mapping[str, Any]]) -> str | None:
     return f"{amount.normalize():f} {text(currency) or 'USD'}" if seen else None
 
 
+def depth_of(event: Mapping[str, Any]) -> int:
+    """How deep the run of an event dict is nested (0: a top-level run)."""
+    depth = event.get("depth")
+    return depth if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0 else 0
+
+
 def read(events: Iterable[Mapping[str, Any]]) -> Timeline:
-    """The timeline of a run's event dicts (a running run's too)."""
+    """The timeline of a run's event dicts (a running run's too), sub-agents' runs nested."""
     timeline = Timeline()
-    calls: dict[str, ToolStep] = {}
+    top: dict[str, ToolStep] = {}
+    runs: dict[str, tuple[Timeline, dict[str, ToolStep]]] = {}
     for event in events:
         stamp = number(event.get("timestamp"))
         if stamp is not None:
             timeline.started = stamp if timeline.started is None else timeline.started
             timeline.last = stamp
-        timeline.run_id = timeline.run_id or text(event.get("run_id"))
-        _read_one(timeline, calls, event)
+        if not depth_of(event):
+            timeline.run_id = timeline.run_id or text(event.get("run_id"))
+            runs.setdefault(text(event.get("run_id")), (timeline, top))
+            _read_one(timeline, top, event)
+        elif (found := _nested(timeline, top, runs, event)) is not None:
+            _read_one(*found, event)
     return timeline
+
+
+def _nested(
+    timeline: Timeline,
+    top: dict[str, ToolStep],
+    runs: dict[str, tuple[Timeline, dict[str, ToolStep]]],
+    event: Mapping[str, Any],
+) -> tuple[Timeline, dict[str, ToolStep]] | None:
+    """The timeline of a sub-agent's run, made in its parent's call at its first event.
+
+    `None` when the parent run has no model call to hold it (a hook dropped its events).
+    """
+    run_id = text(event.get("run_id"))
+    if run_id in runs:
+        return runs[run_id]
+    parent, calls = runs.get(text(event.get("parent_run_id")), (timeline, top))
+    call_id = text(event.get("parent_call_id"))
+    call = calls.get(call_id)
+    if call is None:  # its call's events were dropped: show what is known
+        if not parent.steps:
+            return None
+        call = calls[call_id] = ToolStep(call_id, "", True, None)
+        parent.steps[-1].tools.append(call)
+    label = call.agent or call.name or "sub-agent"
+    child = Timeline(run_id=run_id, agent=label, depth=depth_of(event))
+    call.runs.append(child)
+    runs[run_id] = (child, {})
+    return runs[run_id]
 
 
 def _read_one(timeline: Timeline, calls: dict[str, ToolStep], event: Mapping[str, Any]) -> None:
@@ -150,11 +211,25 @@ def _read_one(timeline: Timeline, calls: dict[str, ToolStep], event: Mapping[str
         timeline.end = event
     elif kind == "context_selection":
         timeline.context.append(_selection(event))
+    elif kind == "context_compacted":
+        timeline.context.append(compaction_line(event))
     elif kind == "context_tool_complete":
         state = "failed: " + text(event.get("error")) if event.get("is_error") else "done"
         timeline.context.append(f"context tool {text(event.get('tool_name'))}: {state}")
     elif step is not None:
         _read_step(step, calls, event)
+
+
+def compaction_line(event: Mapping[str, Any]) -> str:
+    """A ``context_compacted`` event dict in one line: what the request sends of how much."""
+    summary = ""
+    if event.get("summary") is not None:
+        summary = ", summary written" if event.get("new_summary") else ", summary reused"
+    return (
+        f"context compacted: sent {text(event.get('messages_after'))} of "
+        f"{text(event.get('messages_before'))} messages ({text(event.get('tokens_before'))} -> "
+        f"{text(event.get('tokens_after'))} tokens{summary})"
+    )
 
 
 def _selection(event: Mapping[str, Any]) -> str:
@@ -198,14 +273,19 @@ def _read_step(step: ModelStep, calls: dict[str, ToolStep], event: Mapping[str, 
         wire = event.get("wire")
         step.wire = wire if isinstance(wire, Mapping) else None
     elif kind == "function_call_start":
+        ui_info = event.get("ui_info")
+        agent = ui_info.get("agent") if isinstance(ui_info, Mapping) else None
         call = ToolStep(
             call_id=text(event.get("call_id")),
             name=text(event.get("function_name")),
             known=event.get("tool_name") is not None,
             args=event.get("args"),
+            agent=agent if isinstance(agent, str) and agent else None,
         )
         calls[call.call_id] = call
         step.tools.append(call)
+    elif kind == "handoff":
+        step.handoff = (text(event.get("from_agent")), text(event.get("to_agent")))
     elif kind == "tool_progress" and (running := calls.get(text(event.get("call_id")))):
         running.progress.append(text(event.get("message")))
     elif kind == "function_execution_complete":

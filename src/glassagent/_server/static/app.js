@@ -88,7 +88,10 @@
     if (!usage) return "";
     let text = `${usage.input_tokens} in / ${usage.output_tokens} out tokens`;
     if (usage.thinking_tokens) text += ` (${usage.thinking_tokens} thinking)`;
-    if (usage.cache_read_tokens) text += `, ${usage.cache_read_tokens} cached`;
+    if (usage.cache_read_tokens) {
+      const rate = usage.input_tokens ? Math.round((100 * usage.cache_read_tokens) / usage.input_tokens) : 0;
+      text += `, ${usage.cache_read_tokens} cached (${rate}% cache hits)`;
+    }
     return text;
   }
 
@@ -475,9 +478,50 @@
     }
 
     handle(event) {
+      if (event.depth) {
+        this.nested(event);
+        return;
+      }
       const handler = HANDLERS[event.type];
       if (handler) handler(this, event);
       else this.step("other", event.type, "");
+    }
+
+    // A sub-agent's run (an event with a depth above 0) shows inside the tool call that runs
+    // it (its parent_call_id), as a collapsible block of its own steps: its text stays there,
+    // apart from the turn's answer. A sub-agent's end closes its block, not the turn.
+    lane(event) {
+      this.lanes = this.lanes || new Map();
+      let lane = this.lanes.get(event.run_id);
+      if (lane) return lane;
+      const parent = this.lanes.get(event.parent_run_id) || this;
+      const call = parent.tools.get(event.parent_call_id) || parent.lastTool;
+      const agent = (call && (call.agent || call.dataset.tool)) || "sub-agent";
+      lane = new Turn(null, false);
+      const block = el("details", "subrun");
+      block.open = true;
+      block.dataset.depth = String(event.depth);
+      block.dataset.agent = agent;
+      block.append(el("summary", "subrun-title", "↳ " + agent), lane.steps);
+      (call || parent.root).append(block);
+      lane.block = block;
+      this.lanes.set(event.run_id, lane);
+      return lane;
+    }
+
+    nested(event) {
+      const lane = this.lane(event);
+      if (event.type === "llm_response") this.addCost(event.cost);
+      if (TERMINAL.has(event.type)) {
+        const why = event.reason || event.error || "";
+        const text = event.type === "complete" ? "done" : event.type + (why ? ": " + why : "");
+        lane.block.append(el("div", "subrun-status " + event.type, text));
+        lane.block.classList.add(event.type);
+        return;
+      }
+      const handler = HANDLERS[event.type];
+      if (handler) handler(lane, event);
+      else lane.step("other", event.type, "");
     }
 
     finish(event) {
@@ -537,6 +581,10 @@
     output_retry(turn, event) {
       turn.step("retry", `Output retry ${event.attempt}`, `not valid output: ${(event.errors || []).join("; ")}`);
     },
+    context_compacted(turn, event) {
+      const summary = event.summary === null ? "" : event.new_summary ? ", summary written" : ", summary reused";
+      turn.step("context", "Context compacted", `sent ${event.messages_after} of ${event.messages_before} messages (${event.tokens_before} → ${event.tokens_after} tokens${summary})`);
+    },
     thinking_chunk(turn, event) {
       turn.thinking(event.text);
     },
@@ -558,7 +606,12 @@
     },
     function_call_start(turn, event) {
       const known = event.tool_name !== null;
-      turn.toolStep(event.function_name, event.args, event.call_id, known, event.tool_name);
+      const item = turn.toolStep(event.function_name, event.args, event.call_id, known, event.tool_name);
+      const ui = event.ui_info;
+      if (ui && typeof ui.agent === "string") item.agent = ui.agent; // an agent used as a tool
+    },
+    handoff(turn, event) {
+      turn.step("handoff", "Handed over to " + event.to_agent, "from " + event.from_agent);
     },
     function_execution_start() {},
     tool_progress(turn, event) {
@@ -649,7 +702,7 @@
       }
       markCurrentChat();
       for await (const event of sseEvents(response)) {
-        if (TERMINAL.has(event.type)) {
+        if (TERMINAL.has(event.type) && !event.depth) {
           turn.finish(event);
           ended = true;
           if (event.history) state.history = event.history;
