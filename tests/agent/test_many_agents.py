@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from glassagent import Agent, Budget, LLMResponse, ToolCall, Usage, tool
-from glassagent.errors import RunAborted, UserError
+from glassagent import Agent, Budget, LLMResponse, ModelSettings, ToolCall, Usage, tool
+from glassagent.errors import GlassAgentError, RunAborted, UserError
 from glassagent.events import (
     BudgetExceededEvent,
     Event,
@@ -329,7 +329,136 @@ async def test_handoffs_both_ways_and_a_second_handoff_in_one_answer_is_refused(
     assert "already" in str(results[1])
 
 
-def test_a_handoff_target_needs_a_name() -> None:
-    agent = Agent(ScriptedClient([]), handoffs=[Agent(ScriptedClient([]))])
+def test_a_handoff_target_needs_a_name_and_tool_choice_may_name_a_handoff() -> None:
     with pytest.raises(UserError, match="handed off to"):
-        agent.run("go").close()
+        Agent(ScriptedClient([]), handoffs=[Agent(ScriptedClient([]))])
+    billing = Agent(ScriptedClient([]), name="billing")
+    forced = ModelSettings(tool_choice="transfer_to_billing")
+    agent = Agent(ScriptedClient([]), handoffs=[billing], settings=forced)
+    assert [t.definition.name for t in agent._tool_map().values()] == ["transfer_to_billing"]
+
+
+# -- runs that cannot wait, hooks, limits ----------------------------------------------------
+
+
+@tool(requires_approval=True)
+def wipe(path: str) -> str:
+    """Delete a file."""
+    return f"wiped {path}"
+
+
+async def test_a_deferring_parent_fails_a_childs_call_that_needs_approval_without_hanging() -> None:
+    child = Agent(ScriptedClient([ask("wipe", "d1", path="a.txt"), "never"]), [wipe], name="ops")
+    parent = Agent(
+        ScriptedClient([ask("ops", "p1", task="clean"), "Could not."]), [child.as_tool()]
+    )
+    result = await asyncio.wait_for(parent.run("go", defer_approval=True), 10)
+    assert result.text == "Could not."
+    done = next(
+        e for e in result.events if isinstance(e, FunctionExecutionCompleteEvent) and not e.depth
+    )
+    assert done.execution.is_error
+    assert "need a person's approval (d1)" in str(done.execution.result)
+    assert [e.type for e in result.events if e.depth][-1] == "awaiting_approval"
+
+
+async def test_a_sub_agents_redact_hook_applies_in_the_parents_recording(tmp_path: Path) -> None:
+    @tool
+    def secret() -> str:
+        """Read the secret."""
+        return "hunter2"
+
+    def hide(data: dict[str, Any]) -> dict[str, Any]:
+        return json.loads(json.dumps(data).replace("hunter2", "[hidden]"))
+
+    child = Agent(ScriptedClient([ask("secret", "s1"), "It is set."]), [secret], name="keeper")
+    child.redact = hide
+    parent = Agent(ScriptedClient([ask("keeper", "p1", task="check"), "ok"]), [child.as_tool()])
+    live = tmp_path / "live.jsonl"
+    result = await parent.run("go").save_events(live)
+    after = tmp_path / "after.jsonl"
+    result.save_events(after)
+    for text in (live.read_text(), after.read_text(), result._repr_markdown_()):
+        assert "hunter2" not in text
+        assert "[hidden]" in text
+    # the program still sees the events themselves
+    assert any(
+        isinstance(e, FunctionExecutionCompleteEvent) and e.execution.result == "hunter2"
+        for e in result.events
+    )
+
+
+async def test_a_handoff_with_other_calls_is_refused_in_a_deferring_run() -> None:
+    billing = Agent(ScriptedClient(["billing here"]), name="billing")
+    triage = Agent(
+        ScriptedClient(
+            [
+                LLMResponse(
+                    tool_calls=[
+                        ToolCall("w1", "wipe", {"path": "x"}),
+                        ToolCall("h1", "transfer_to_billing", {}),
+                    ]
+                )
+            ]
+        ),
+        [wipe],
+        name="triage",
+        handoffs=[billing],
+    )
+    result = await triage.run("go", defer_approval=True)
+    assert result.stop_reason == "awaiting_approval"
+    assert result.last_agent == "triage"
+    refused = next(e for e in result.events if isinstance(e, FunctionExecutionCompleteEvent))
+    assert "hand over in an answer without other calls" in str(refused.execution.result)
+    assert not [e for e in result.events if isinstance(e, HandoffEvent)]
+
+
+async def test_after_a_handoff_the_runs_max_iterations_still_counts_every_call() -> None:
+    billing = Agent(ScriptedClient(["Billing answers."]), name="billing", max_iterations=1)
+    triage = Agent(
+        ScriptedClient([ask("transfer_to_billing", "h1")]),
+        name="triage",
+        handoffs=[billing],
+        max_iterations=3,
+    )
+    result = await triage.run("go")
+    assert result.text == "Billing answers."
+    assert result.iterations == 2
+
+
+async def test_a_childs_unreported_usage_counts_in_the_parents_token_budget() -> None:
+    def silent(*_: Any) -> LLMResponse:  # reports no usage: its tokens are estimated
+        return ask("capital", "k", country="France " * 100)
+
+    child = Agent(FunctionClient(silent), [capital], name="silent")
+    parent = Agent(
+        ScriptedClient([ask("silent", "p1", task="loop"), "done"]),
+        [child.as_tool()],
+        budget=Budget(max_tokens=2000),
+    )
+    result = await parent.run("go")
+    child_calls = [e for e in result.events if e.type == "llm_response" and e.depth]
+    assert 1 <= len(child_calls) < 9  # stopped by the parent's budget, not max_iterations
+    stops = [e for e in result.events if isinstance(e, BudgetExceededEvent)]
+    assert stops[0].depth == 1
+
+
+async def test_an_agent_that_is_its_own_tool_stops_at_the_depth_limit() -> None:
+    def again(*_: Any) -> LLMResponse:
+        return ask("echo", "e1", task="again")
+
+    echo = Agent(FunctionClient(again), name="echo", max_iterations=1)
+    echo._tools = {"echo": echo.as_tool()}  # its own tool
+    with pytest.raises(GlassAgentError):
+        await echo.run("go")
+    # every level's call failed at the deepest one: depth 8 is the last that ran
+    result = await Agent(
+        ScriptedClient([ask("echo", "t1", task="go"), "top done"]), [echo.as_tool()]
+    ).run("go")
+    depths = {e.depth for e in result.events}
+    assert max(depths) == 8
+    deepest = [
+        e for e in result.events if isinstance(e, FunctionExecutionCompleteEvent) and e.depth == 8
+    ]
+    assert deepest
+    assert "nest 8 deep at most" in str(deepest[0].execution.result)

@@ -250,7 +250,7 @@ class Agent(Generic[DepsT, OutputT]):
         self._toolset: tuple[tuple[int, ...], Mapping[str, Tool]] = ((), {})
         self._tools = by_name
         self._definitions = tuple(t.definition for t in by_name.values())
-        check_tool_choice(self.settings.tool_choice, list(by_name))
+        check_tool_choice(self.settings.tool_choice, list(self._tool_map()))
         self._context_tools = unique_context_tools(context_tools)
         self._output = spec
         self.output_type: type[OutputT] | None = output_type
@@ -325,10 +325,16 @@ class Agent(Generic[DepsT, OutputT]):
         return self._toolset[1] if key else self._tools
 
     def _nested_run(
-        self, task: str, nesting: Nesting | None, *, deps: Any, host: Mapping[str, Any]
+        self,
+        task: str,
+        nesting: Nesting | None,
+        *,
+        deps: Any,
+        host: Mapping[str, Any],
+        defer_approval: bool,
     ) -> AgentRun[OutputT]:
         """A run of this agent on `task` inside a tool call of another run (`as_tool`)."""
-        config = self._configure(None, False, deps, None, False, host)
+        config = self._configure(None, False, deps, None, defer_approval, host)
         return AgentRun(config, [prompt_message(task, ())], nesting=nesting)
 
     def _handed_config(self, base: RunConfig) -> RunConfig:
@@ -341,7 +347,6 @@ class Agent(Generic[DepsT, OutputT]):
             definitions=tuple(t.definition for t in tools.values()),
             system=self.system,
             settings=self.settings,
-            max_iterations=self.max_iterations,
             tool_timeout=self.tool_timeout,
             context_tools=(),
             requires_approval=self.requires_approval,

@@ -166,6 +166,9 @@ class RunGuard:
         self._pending = (0, 0)  # (chars, estimated tokens) of the call being made
         self._size = RequestSize()
         self._default_max: int | None = None  # the profile's max_tokens, given by `start`
+        self.last_tokens = 0
+        """The tokens the budget counted for the last call (`after_call`): as reported, or
+        estimated when the client reported none."""
 
     @property
     def cost(self) -> Cost:
@@ -285,10 +288,10 @@ class RunGuard:
         """Whether `next_call`, after what this run (and its sub-agents) spent, passes `budget`."""
         return budgets.check(budget, self._calls, self._tokens, self.cost, next_call)
 
-    def absorb(self, usage: Usage, cost: Cost) -> None:
-        """Count a sub-agent's model call as one of this run's, for its budget and cost."""
+    def absorb(self, tokens: int, cost: Cost) -> None:
+        """Count a sub-agent's model call (`tokens` as its guard counted them) as this run's."""
         self._calls += 1
-        self._tokens += usage.total_tokens
+        self._tokens += tokens
         self._costs.append(cost)
 
     def fit(self, settings: ModelSettings) -> ModelSettings:
@@ -320,11 +323,13 @@ class RunGuard:
                 thinking=response.thinking,
                 tool_calls=response.tool_calls,
             )
-            self._tokens += estimated + request_chars([answer], (), None) // CHARS_PER_TOKEN
+            self.last_tokens = estimated + request_chars([answer], (), None) // CHARS_PER_TOKEN
+            self._tokens += self.last_tokens
             # unknown, unless every token of this model is free (an unreadable reply of a
             # local model reports no usage, and still costs nothing)
             cost = self._zero if self._free() else Cost(None, reason=_NO_USAGE)
         else:
+            self.last_tokens = usage.total_tokens
             self._tokens += usage.total_tokens
             cost = self._price(usage)
         if usage.input_tokens > 0:

@@ -23,6 +23,7 @@ from glassagent._agent.approval import Answer
 from glassagent._agent.config import plan_output
 from glassagent._core.errors import GlassAgentError, ToolError, UserError
 from glassagent._core.events import HandoffEvent, to_jsonable
+from glassagent._core.record.redact import TreeRedact
 from glassagent._tools.context import ToolContext
 from glassagent._tools.tool import Tool
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from glassagent._core.cost import Cost
     from glassagent._core.events import Event
     from glassagent._core.messages import Message, ToolCall, Usage
+    from glassagent._core.record.redact import Redact
     from glassagent._core.result import RunResult
 
 
@@ -47,7 +49,13 @@ class Delegate(Protocol):
     description: str | None
 
     def _nested_run(
-        self, task: str, nesting: Nesting | None, *, deps: Any, host: Mapping[str, Any]
+        self,
+        task: str,
+        nesting: Nesting | None,
+        *,
+        deps: Any,
+        host: Mapping[str, Any],
+        defer_approval: bool,
     ) -> RunNesting: ...
 
     def _handed_config(self, base: RunConfig) -> RunConfig: ...
@@ -73,6 +81,10 @@ def running() -> RunNesting | None:
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+MAX_DEPTH = 8
+"""The deepest a sub-agent's run may be nested (a call deeper than that is an error result):
+an agent that is, through others, its own tool cannot recurse without end."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +132,12 @@ def agent_tool(
         """
         parent = running()
         nesting = None if parent is None else Nesting(parent, ctx.call_id, parent.depth + 1)
-        run = agent._nested_run(task, nesting, deps=ctx.deps, host=ctx.host)
+        if nesting is not None and nesting.depth > MAX_DEPTH:
+            raise ToolError(f"Not run: sub-agents may nest {MAX_DEPTH} deep at most.")
+        # a run that cannot wait for a person (it defers, or is durable): neither can its
+        # sub-agents; they end at a call that needs approval, which fails this call
+        defer = parent is not None and parent._cannot_wait()
+        run = agent._nested_run(task, nesting, deps=ctx.deps, host=ctx.host, defer_approval=defer)
         if parent is not None:
             parent._children.add(run)
         try:
@@ -156,7 +173,11 @@ async def _follow(
         aborted.cancel()
         if not task.done():
             why = parent._abort_reason if parent is not None else None
-            run.abort(f"the parent run was aborted: {why or 'the tool call was stopped'}")
+            run.abort(
+                f"the parent run was aborted: {why}"
+                if why
+                else "the tool call was stopped (its timeout, or the parent's abort)"
+            )
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait({task})
     try:
@@ -171,6 +192,12 @@ def _answer(name: str, result: RunResult[Any]) -> Any:
     Raises:
         ToolError: When the sub-agent stopped without an answer.
     """
+    if result.stop_reason == "awaiting_approval":
+        ids = ", ".join(call.id for call in result.pending_approvals)
+        raise ToolError(
+            f"{name} stopped at calls that need a person's approval ({ids}), which this run "
+            "cannot wait for: it defers approvals, or is durable."
+        )
     if result.stop_reason != "end_turn":
         text = f" Its text so far: {result.text}" if result.text else ""
         raise ToolError(f"{name} stopped without an answer ({result.stop_reason}).{text}")
@@ -219,6 +246,9 @@ class RunNesting:
         _result: RunResult[Any] | None
         _plan: Plan | None
         _acted: bool
+        _output_retries: int
+        _round_size: int
+        _nested_redacts: dict[str, tuple[Redact, ...]]
 
         _abort_reason: str | None
         depth: int
@@ -229,7 +259,17 @@ class RunNesting:
         def _keep(self, event: Event) -> None: ...
         def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None: ...
 
-    def _relay(self, event: Event) -> None:
+    def _output_redact(self, *, live: bool = False) -> Redact | None:
+        """The hook this run's recordings and views pass events through.
+
+        The run's own, after the hooks of the sub-agents' runs for their events; `live`: for
+        a recorder that sees the events to come (a sub-agent may start later).
+        """
+        if not live and not self._nested_redacts:
+            return self._config.redact
+        return TreeRedact(self._config.redact, self._nested_redacts)
+
+    def _relay(self, event: Event, chain: tuple[Redact, ...] = ()) -> None:
         """Store an event of this run or of a sub-agent's run inside it, and stream it.
 
         A sub-agent's event goes up to every ancestor's stream; one that comes after this
@@ -240,8 +280,11 @@ class RunNesting:
         self._keep(event)  # stored, and handed to the live recorders and displays
         if self._queue is not None:
             self._queue.put_nowait(event)
+        if chain:  # hooks of the sub-agents' runs between the event's run and this one
+            self._nested_redacts.setdefault(event.run_id, chain)
         if self._nesting is not None:
-            self._nesting.parent._relay(event)
+            own = self._config.redact
+            self._nesting.parent._relay(event, (*chain, own) if own is not None else chain)
 
     @property
     def pending_approvals(self) -> tuple[ToolCall, ...]:
@@ -292,12 +335,16 @@ class RunNesting:
             return True
         return any(child._answer(call_id, answer) for child in tuple(self._children))
 
-    def _absorb(self, usage: Usage, cost: Cost) -> None:
-        """Add a sub-agent's model call to this run's usage, cost and budget, and up."""
+    def _absorb(self, usage: Usage, cost: Cost, tokens: int | None = None) -> None:
+        """Add a sub-agent's (or a summarizer's) model call to the run's usage, cost, budget.
+
+        And up the tree. `tokens`: what the budget counts (default: the usage's total).
+        """
+        counted = usage.total_tokens if tokens is None else tokens
         self._usage += usage
-        self._guard.absorb(usage, cost)
+        self._guard.absorb(counted, cost)
         if self._nesting is not None:
-            self._nesting.parent._absorb(usage, cost)
+            self._nesting.parent._absorb(usage, cost, counted)
 
     def _ancestors_stop(self) -> BudgetStop | None:
         """Whether the next call passes the budget of a run this one is nested in."""
@@ -318,8 +365,17 @@ class RunNesting:
         """A handoff tool was called: the run goes on as `target` after this round of calls."""
         if self._handoff is not None:
             return f"Not handed over: the conversation goes to {self._handoff[0].name} already."
+        if self._round_size > 1 and self._cannot_wait():
+            return (
+                "Not handed over: in a run that defers approvals, hand over in an answer "
+                "without other calls."
+            )
         self._handoff = (target, call_id)
         return f"The conversation is handed over to {target.name}."
+
+    def _cannot_wait(self) -> bool:
+        """Whether the run ends at a call that needs approval rather than wait for it."""
+        return self._config.defer_approval or self._config.steps is not None
 
     def _take_handoff(self) -> None:
         """Go on as the agent a handoff of the last round named, if any."""
@@ -333,4 +389,5 @@ class RunNesting:
         self._config, self._plan = plan_output(self._config)
         self._agent_name = target.name
         self._acted = False
+        self._output_retries = 0
         self._emit(HandoffEvent, from_agent=before, to_agent=target.name or "", call_id=call_id)

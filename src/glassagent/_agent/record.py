@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from glassagent._agent.config import RunConfig
     from glassagent._agent.hook import EventHook
     from glassagent._core.events import Event
+    from glassagent._core.record.redact import Redact
     from glassagent._core.result import RunResult
 
 
@@ -34,6 +35,8 @@ class RunRecording:
         _events: list[Event]
         _result: RunResult[Any] | None
         _producer: asyncio.Task[None] | None
+
+        def _output_redact(self, *, live: bool = False) -> Redact | None: ...
 
     def _keep(self, event: Event) -> None:
         """Store an emitted event and hand it to the live sinks.
@@ -69,7 +72,8 @@ class RunRecording:
     def _dicts(self) -> list[dict[str, Any]]:
         from glassagent._core.record.redact import redacted
 
-        return [redacted(event, self._config.redact) for event in self._events]
+        redact = self._output_redact()
+        return [redacted(event, redact) for event in self._events]
 
     def save_events(self, path: str | os.PathLike[str], *, append: bool = False) -> Self:
         """Record the run to a JSON Lines file: a header, then one event per line, as they come.
@@ -94,10 +98,10 @@ class RunRecording:
         from glassagent._core.record import jsonl
         from glassagent._core.record.redact import redacted
 
-        config, redact = self._config, self._config.redact
+        config, redact = self._config, self._output_redact(live=self._result is None)
         client = config.client
         head = jsonl.header(self.run_id, client.provider_name, client.model, config.definitions)
-        text = jsonl.line(redacted(head, redact))
+        text = jsonl.line(redacted(head, config.redact))
         text += "".join(jsonl.line(data) for data in self._dicts())
         jsonl.write(path, text, append=append)
         if self._result is None:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from glassagent._agent.budget import BudgetStop
     from glassagent._agent.config import RunConfig
     from glassagent._agent.nesting import Delegate, Nesting
+    from glassagent._core.record.redact import Redact
     from glassagent._tools.execute import ToolInterrupted
 
 _END = object()
@@ -102,6 +103,8 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
         self._children: set[RunNesting] = set()  # sub-agents' runs going on now
         self._handoff: tuple[Delegate, str] | None = None  # (agent, call id)
         self._agent_name = config.agent_name
+        self._round_size = 0  # calls of the answer being acted on
+        self._nested_redacts: dict[str, tuple[Redact, ...]] = {}  # sub-agents' hooks, by run
         self._seq = 0
         self._config = config
         self._conversation = conversation
@@ -479,7 +482,7 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
         self._usage += response.usage
         cost = self._guard.after_call(response)
         if self._nesting is not None:
-            self._nesting.parent._absorb(response.usage, cost)
+            self._nesting.parent._absorb(response.usage, cost, self._guard.last_tokens)
         self._emit(
             LLMResponseEvent,
             iteration=iteration,
@@ -506,6 +509,7 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
             paused=self._timer.paused,
         )
         self._acted = True  # a tool choice that forces a call has been honoured
+        self._round_size = len(calls)
         pending = await self._acting.act(host, calls, self._conversation, resumed=resumed)
         if not pending:
             self._take_handoff()
@@ -545,7 +549,7 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
             cost=self._guard.cost,
             pending_approvals=pending,
             last_agent=self._agent_name,
-            redact=self._config.redact,
+            redact=self._output_redact(),
         )
 
     def _keep_partial(self) -> str:

@@ -203,7 +203,7 @@ def traced(
         run.close()  # it would otherwise warn that it never ran
         raise UserError(problem)
     if redact is None:
-        redact = run._config.redact  # the agent's hook
+        redact = run._output_redact(live=True)  # the agent's hook, after its sub-agents'
     options = Options(bool(capture_content), redact, agent_name)
     return TracedRun(run, tracer_for(tracer_provider), options)
 

@@ -108,3 +108,37 @@ class Redactor:
         if isinstance(value, list):
             return [self._hide(v) for v in value]
         return value
+
+
+class TreeRedact:
+    """The redact hook of a run with sub-agents: each event passes its own runs' hooks first.
+
+    An event of a sub-agent's run goes through the hooks of the runs from the one that
+    emitted it up to (not including) this run, then through this run's own hook: what a
+    sub-agent hides stays hidden in its parent's recordings and views.
+    """
+
+    __slots__ = ("_nested", "_own")
+
+    def __init__(self, own: Redact | None, nested: Mapping[str, tuple[Redact, ...]]) -> None:
+        """Create the hook.
+
+        Args:
+            own: The run's own hook (`None`: none).
+            nested: The hooks of each sub-agent run by its id, innermost first (read live:
+                runs started later are seen).
+        """
+        self._own = own
+        self._nested = nested
+
+    def __call__(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Pass `data` through its runs' hooks, then this run's.
+
+        Raises:
+            TypeError: When a hook does not return a dict.
+        """
+        for hook in self._nested.get(data.get("run_id", ""), ()):
+            data = hook(data)
+            if not isinstance(data, dict):
+                raise TypeError(f"a sub-agent's redact hook returned {type(data).__name__}")
+        return data if self._own is None else self._own(data)
