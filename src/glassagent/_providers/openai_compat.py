@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -14,6 +14,7 @@ from glassagent._core.messages import ModelSettings
 from glassagent._core.request import ModelRequest
 from glassagent._core.retry import RetryPolicy
 from glassagent._providers import openai_wire as wire
+from glassagent._providers import tiktoken_count
 from glassagent._providers.builder import parse_arguments
 from glassagent._providers.call import CallLimits
 from glassagent._providers.config import OPENAI_API_BASE, resolve
@@ -216,6 +217,35 @@ class OpenAICompatibleClient(WireClient):
     @json_grammar.setter
     def json_grammar(self, value: bool) -> None:
         self.wire.json_grammar = value
+
+    @property
+    def tokenizer(self) -> str | None:
+        """``"tiktoken <encoding>"`` (e.g. ``"tiktoken o200k_base"``) for OpenAI's own models.
+
+        Only OpenAI and Azure OpenAI count (other servers serve other models), only with
+        tiktoken installed (``glassagent[openai-tokens]``), and not once its encoding failed
+        to load; otherwise `None`.
+        """
+        if self.provider_name not in tiktoken_count.PROVIDERS:
+            return None
+        name = tiktoken_count.encoding_name(self.model)
+        return None if name is None else f"tiktoken {name}"
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """The tokens of each text by tiktoken's encoding of `model` (see `tokenizer`).
+
+        A model tiktoken does not know (a new one, or an Azure deployment named otherwise)
+        gets ``o200k_base``. tiktoken downloads an encoding the first time it is used: it is
+        loaded once per process, in a thread, and the first count waits for it up to 10
+        seconds. `None` when there is no tokenizer (see `tokenizer`) or the encoding cannot
+        be had; the failure of a load is remembered, not retried.
+
+        Args:
+            texts: The texts to count.
+        """
+        if self.provider_name not in tiktoken_count.PROVIDERS:
+            return None
+        return await tiktoken_count.count_tokens(self.model, texts)
 
     async def _body(
         self, request: ModelRequest, *, stream: bool, limits: CallLimits

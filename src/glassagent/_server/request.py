@@ -179,6 +179,7 @@ _PARAMS: dict[str, Callable[[Any], bool]] = {
     "timeout": lambda v: _is_number(v),
     "stop_sequences": lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
     "tool_choice": lambda v: isinstance(v, str),
+    "prompt_cache": _is_bool,  # on or off: PromptCache(...) is for code only
 }
 _PARAM_KINDS = {
     "temperature": "a number",
@@ -187,6 +188,7 @@ _PARAM_KINDS = {
     "timeout": "a number",
     "stop_sequences": "an array of strings",
     "tool_choice": "a string",
+    "prompt_cache": "true or false",
 }
 
 
