@@ -24,12 +24,15 @@ class PromptCache:
     ``prompt_cache=True`` does. A value the class cannot take is a `UserError`.
     """
 
-    breakpoints: tuple[Breakpoint, ...] = BREAKPOINTS
+    breakpoints: tuple[Breakpoint, ...] | None = None
     """What the cache covers: ``"system"`` (the system prompt), ``"tools"`` (the tool
     definitions) and ``"turns"`` (the conversation up to its last user turns). Anthropic
     marks each one it finds in the request; Gemini caches the system prompt, the tools and,
     with ``"turns"``, the conversation before the last user message. OpenAI caches prefixes
-    on its own, so it reads none of them. A list is taken as a tuple."""
+    on its own, so it reads none of them. A list is taken as a tuple. `None`: the provider's
+    choice: all three on Anthropic; the system prompt and the tools on Gemini, where each
+    cache made is billed and the conversation before the last user message is another one
+    on every turn."""
     ttl: int | None = None
     """How long a cache lives, in seconds. Gemini: any number (`None`: 300); Anthropic: 300
     or 3600, its two lifetimes (`None`: 300); OpenAI keeps its cache as long as it decides."""
@@ -44,16 +47,8 @@ class PromptCache:
 
     def __post_init__(self) -> None:
         points = self.breakpoints
-        if isinstance(points, str) or not isinstance(points, tuple | list):
-            raise UserError(
-                f"PromptCache.breakpoints must be a tuple of {list(BREAKPOINTS)}, not {points!r}."
-            )
-        unknown = [p for p in points if p not in BREAKPOINTS]
-        if unknown:
-            raise UserError(
-                f"PromptCache.breakpoints takes {list(BREAKPOINTS)}, not {unknown[0]!r}."
-            )
-        object.__setattr__(self, "breakpoints", tuple(dict.fromkeys(points)))
+        if points is not None:
+            self._check_breakpoints(points)
         for name, low in (("ttl", 1), ("min_tokens", 0)):
             value = getattr(self, name)
             if value is not None and (
@@ -66,11 +61,24 @@ class PromptCache:
         if key is not None and (not isinstance(key, str) or not key.strip()):
             raise UserError(f"PromptCache.key must be a non-empty string, not {key!r}.")
 
+    def _check_breakpoints(self, points: object) -> None:
+        """Check `points` and keep them as a tuple without repeats."""
+        if isinstance(points, str) or not isinstance(points, tuple | list):
+            raise UserError(
+                f"PromptCache.breakpoints must be a tuple of {list(BREAKPOINTS)}, not {points!r}."
+            )
+        unknown = [p for p in points if p not in BREAKPOINTS]
+        if unknown:
+            raise UserError(
+                f"PromptCache.breakpoints takes {list(BREAKPOINTS)}, not {unknown[0]!r}."
+            )
+        object.__setattr__(self, "breakpoints", tuple(dict.fromkeys(points)))
+
 
 AUTOMATIC = PromptCache()
-"""The automatic rule: every breakpoint, above the provider's minimum."""
+"""The automatic rule: the provider's automatic breakpoints, above its minimum."""
 ALWAYS = PromptCache(min_tokens=0)
-"""What ``prompt_cache=True`` asks for: every breakpoint, whatever the prompt's size."""
+"""What ``prompt_cache=True`` asks for: the automatic breakpoints, whatever the prompt's size."""
 
 
 def cache_policy(value: bool | PromptCache | None) -> PromptCache | None:

@@ -253,7 +253,8 @@ class Usage:
     """Of `input_tokens`, those the provider read from its prompt cache (billed cheaper)."""
     cache_write_tokens: int = 0
     """Of `input_tokens`, those the provider wrote into its prompt cache (Anthropic bills
-    them dearer)."""
+    them dearer; on Gemini, a new cache's tokens, billed at the input price on top of the
+    prompt)."""
 
     def __repr__(self) -> str:
         fields = [

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from glassagent._core.caching import PromptCache, cache_policy
+from glassagent._core.caching import BREAKPOINTS, Breakpoint, cache_policy
 from glassagent._core.messages import Message, ModelSettings, ToolDefinition
 
 CHARS_PER_TOKEN = 4
@@ -70,9 +71,39 @@ def estimate_tokens(
     return chars // CHARS_PER_TOKEN
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The caching requested for one call: a `PromptCache` with its breakpoints resolved."""
+
+    breakpoints: tuple[Breakpoint, ...]
+    """What the cache covers: the policy's breakpoints, else the provider's automatic ones."""
+    ttl: int | None
+    """`PromptCache.ttl`."""
+    key: str | None
+    """`PromptCache.key`."""
+
+
+def breakpoints_of(
+    settings: ModelSettings, automatic: tuple[Breakpoint, ...] = BREAKPOINTS
+) -> tuple[Breakpoint, ...]:
+    """What the cache of a call with `settings` covers; ``()`` when it asks for no caching.
+
+    Args:
+        settings: The call's settings (`ModelSettings.prompt_cache`).
+        automatic: The provider's breakpoints when the policy names none.
+    """
+    policy = cache_policy(settings.prompt_cache)
+    if policy is None:
+        return ()
+    return automatic if policy.breakpoints is None else policy.breakpoints
+
+
 def wanted(
-    settings: ModelSettings, minimum: int, estimate: Callable[[int], int]
-) -> PromptCache | None:
+    settings: ModelSettings,
+    minimum: int,
+    estimate: Callable[[int], int],
+    automatic: tuple[Breakpoint, ...] = BREAKPOINTS,
+) -> Chosen | None:
     """The caching to request for one call, or `None` for none.
 
     Args:
@@ -80,6 +111,8 @@ def wanted(
         minimum: The provider's minimum for the model, used when the policy gives none.
         estimate: Returns the prompt's estimated size in tokens, given the size that is
             enough (it may stop counting there); called only when needed.
+        automatic: The provider's breakpoints when the policy names none
+            (`PromptCache.breakpoints` is `None`); every one by default.
     """
     policy = cache_policy(settings.prompt_cache)
     if policy is None:
@@ -87,7 +120,8 @@ def wanted(
     floor = minimum if policy.min_tokens is None else policy.min_tokens
     if floor > 0 and estimate(floor) < floor:
         return None
-    return policy
+    points = automatic if policy.breakpoints is None else policy.breakpoints
+    return Chosen(points, policy.ttl, policy.key)
 
 
 _KEYS: dict[tuple[str | None, tuple[int, ...]], tuple[tuple[ToolDefinition, ...], str]] = {}

@@ -70,6 +70,8 @@ class _Call:
     """Sends it to ``generateContent``: google-genai's response."""
     generate_stream: Callable[[], Awaitable[Any]]
     """Sends it to ``streamGenerateContent``: google-genai's chunks, the first sending it."""
+    cache: gemini_cache.Made | None = None
+    """The cached content it names, whose making the first answer counts (`charged`)."""
 
 
 @dataclass
@@ -277,11 +279,13 @@ class GeminiClient(RequestClient):
         messages = await self._attachments.prepare(request.messages)
         config = wire.to_config(request, wire.system_texts(messages))
         sdk, fast = await self._genai()
-        messages, config = await self._cached(sdk, request, messages, config)
+        messages, config, cache = await self._cached(sdk, request, messages, config)
         converted = None if fast is None else fast.prepare(self.model, config)
         if fast is not None and converted is not None:
             prepared = gemini_sdk.Prepared(self._contents.contents(messages), converted)
-            return _Call(partial(fast.generate, prepared), partial(fast.generate_stream, prepared))
+            return _Call(
+                partial(fast.generate, prepared), partial(fast.generate_stream, prepared), cache
+            )
         if request.settings.provider_options is not None:
             gemini_sdk.check_config(config)
         body = {"model": self.model, "contents": wire.to_contents(messages)[0], "config": config}
@@ -289,22 +293,23 @@ class GeminiClient(RequestClient):
         return _Call(
             partial(models.generate_content, **body),
             partial(models.generate_content_stream, **body),
+            cache,
         )
 
     async def _cached(
         self, sdk: Any, request: ModelRequest, messages: Sequence[Message], config: dict[str, Any]
-    ) -> tuple[Sequence[Message], dict[str, Any]]:
-        """The messages and config to send: next to a cached content when one applies.
+    ) -> tuple[Sequence[Message], dict[str, Any], gemini_cache.Made | None]:
+        """The messages and config to send, and the cached content they name, if any.
 
         See `gemini_cache`: the cached prefix leaves the request, which names the cache.
         """
         chosen = gemini_cache.plan(self.model, request, messages, config, self._contents)
         if chosen is None:
-            return messages, config
-        name = await self._caches.name(sdk, self.model, chosen, self.__key)
-        if name is None:
-            return messages, config
-        return chosen.rest, gemini_cache.without_moved(config, name)
+            return messages, config, None
+        made = await self._caches.get(sdk, self.model, chosen, self.__key)
+        if made is None or made.name is None:
+            return messages, config, None
+        return chosen.rest, gemini_cache.without_moved(config, made.name), made
 
     async def send(self, request: ModelRequest) -> LLMResponse:
         """Call ``generateContent`` with one `ModelRequest` and return the complete answer.
@@ -352,6 +357,7 @@ class GeminiClient(RequestClient):
                 raw_response=response, raw_request=exchange.body(), streamed=False
             )
             final = self._with_wire(final, exchange, streamed=False)
+            final = gemini_cache.charged(final, request.cache)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:
@@ -393,6 +399,7 @@ class GeminiClient(RequestClient):
                 raw_response=raw, raw_request=exchange.body(), streamed=True
             )
             response = self._with_wire(response, exchange, streamed=True)
+            response = gemini_cache.charged(response, request.cache)
         except Exception as exc:
             failure = self._error(exc, exchange)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -239,6 +240,11 @@ def _forget(entries: dict[int, Any], key: int, ref: weakref.ref[Message]) -> Non
         del entries[key]
 
 
+_Entry = tuple[weakref.ref[Message], ToolCall | None, dict[str, Any], bytes]
+"""A message's `RestContents` entry: the message, the call it answers, its REST form and its
+digest (``b""`` until `RestContents.fingerprint` asks for it)."""
+
+
 class RestContents:
     """The REST ``contents`` of conversations, each message converted once while it lives.
 
@@ -252,7 +258,7 @@ class RestContents:
 
     def __init__(self) -> None:
         """An empty cache."""
-        self._entries: dict[int, tuple[weakref.ref[Message], ToolCall | None, dict[str, Any]]] = {}
+        self._entries: dict[int, _Entry] = {}
 
     def __len__(self) -> int:
         """The number of messages whose REST form is kept."""
@@ -262,6 +268,43 @@ class RestContents:
         """The REST ``contents`` of `messages` (see `to_contents`), converting only new ones."""
         return _assemble(messages, self._get)
 
+    def fingerprint(self, messages: Sequence[Message]) -> bytes:
+        """A SHA-256 digest of `messages` as they are sent, each message hashed once.
+
+        It covers each message's role and REST form (a tool result's naming the call it
+        answers, as `contents` pairs them), in order, and the text of system messages: two
+        conversations with one fingerprint have the same ``contents``.
+        """
+        digest = hashlib.sha256()
+        calls: dict[str, ToolCall] = {}
+        for message in messages:
+            role = message.role
+            call = None
+            if role == "tool":
+                call = calls.get(message.tool_call_id or "")
+            elif role == "assistant" and message.tool_calls:
+                calls.update((c.id, c) for c in message.tool_calls)
+            entry = self._entries.get(id(message))
+            if entry is not None and entry[3] and entry[0]() is message and entry[1] is call:
+                digest.update(entry[3])
+            else:
+                digest.update(self._digest(message, call))
+        return digest.digest()
+
+    def _digest(self, message: Message, call: ToolCall | None) -> bytes:
+        if message.role == "system":  # not a content: its text joins the system instruction
+            form: Any = message.content
+        else:
+            form = self._get(message, call)
+        # the REST form holds plain values only (text, numbers, lists, dicts): equal reprs are
+        # equal forms, and repr is quicker than JSON
+        made = hashlib.sha256(repr((message.role, form)).encode("utf-8")).digest()
+        key = id(message)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is message and entry[1] is call:
+            self._entries[key] = (entry[0], call, entry[2], made)
+        return made
+
     def _get(self, message: Message, call: ToolCall | None) -> dict[str, Any]:
         key = id(message)
         entry = self._entries.get(key)
@@ -270,7 +313,7 @@ class RestContents:
         made = rest_content(message, call)
         if all(a.url is not None for a in message.attachments):
             ref = weakref.ref(message, partial(_forget, self._entries, key))
-            self._entries[key] = (ref, call, made)
+            self._entries[key] = (ref, call, made, b"")
         return made
 
 
