@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from glassagent import Agent, Message, RunResult, tool
-from glassagent.agent import Budget, estimate_tokens
+from glassagent.agent import estimate_tokens
 from glassagent.context import SUMMARY_HEADING, FitWindow, Summarize
 from glassagent.errors import ContextLengthError, ProviderUnavailableError
 from glassagent.events import ContextCompactedEvent, LLMRequestEvent, parse_event
@@ -139,7 +139,7 @@ async def test_the_context_compacted_event_counts_and_round_trips(small_model: s
     agent = Agent(model.client, [lookup], context_policy=Summarize(keep_turns=1))
     history = History()
     await converse(agent, history, 9)
-    prior = len(history.to_messages())
+    prior = sum(1 for m in history.to_messages() if m.summary_of is None)  # not summaries
     result = await agent.run("look up " + question(99), history=history, append_to_history=True)
     events = [e for e in result.events if isinstance(e, ContextCompactedEvent)]
     requests = [e for e in result.events if isinstance(e, LLMRequestEvent)]
@@ -187,21 +187,6 @@ async def test_a_separate_summarizer_is_used_and_its_calls_count_as_the_runs(
     assert not event.cost.priced
 
 
-async def test_the_summarizer_counts_toward_the_budget(small_model: str) -> None:
-    model = Model()
-    agent = Agent(model.client, context_policy=Summarize())
-    history = History()
-    await summarizing_turn(agent, history)
-    calls = len(model.client.requests)
-    limited = Agent(model.client, context_policy=Summarize(), budget=Budget(max_model_calls=1))
-    result = await summarizing_turn(limited, history)  # the next summary is due soon
-    assert result.stop_reason == "budget"  # the summarizer made the one call allowed
-    assert len(model.client.requests) > calls
-    assert model.client.requests[-1].system is not None
-    assert is_summarizer(model.client.requests[-1].system)
-    assert [m.summary_of is not None for m in result.new_messages] == [False, True]
-
-
 async def test_a_failed_summary_leaves_the_oldest_turns_out_instead(small_model: str) -> None:
     def broken(*_: object) -> str:
         raise ProviderUnavailableError("the summarizer is down", provider="function")
@@ -214,8 +199,9 @@ async def test_a_failed_summary_leaves_the_oldest_turns_out_instead(small_model:
         result = await agent.run(question(turn), history=history, append_to_history=True)
         events += [e for e in result.events if isinstance(e, ContextCompactedEvent)]
     assert events
-    assert all(e.summary is None and e.dropped for e in events)
-    assert "the summarizer is down" in (events[0].summary_error or "")
+    assert all(e.summary is None for e in events)
+    assert any(e.dropped for e in events)
+    assert all("the summarizer is down" in (e.summary_error or "") for e in events)
     assert max(model.sizes) <= WINDOW * 3 // 4
     assert all(m.summary_of is None for m in history.thread())
 

@@ -217,3 +217,59 @@ async def test_a_user_message_the_run_adds_belongs_to_the_runs_turn() -> None:
     retry = client.requests[1].messages
     assert retry[0].content == "Where is the Louvre?"  # still sent with the request to retry
     assert [m.role for m in retry] == ["user", "assistant", "user"]
+
+
+def valid_on_the_second_try(
+    messages: tuple[Message, ...], tools: object, system: str | None, settings: object
+) -> str:
+    """A model whose first answer to a question is not JSON, and the second is."""
+    retried = messages[-1].content.startswith("That is not a valid answer")
+    return '{"city": "Paris"}' if retried else "not json"
+
+
+async def test_a_retry_for_valid_output_starts_no_turn_in_later_runs() -> None:
+    structured = Agent(FunctionClient(valid_on_the_second_try), output_type=dict[str, str])
+    history = History()
+    await structured.run("question 1", history=history, append_to_history=True)
+    assert [m.role for m in history.to_messages()] == ["user", "assistant", "user", "assistant"]
+    client = ScriptedClient(["ok"])
+    await Agent(client, context_policy=KeepTurns(2)).run("question 2", history=history)
+    sent = client.requests[0].messages
+    assert contents(sent)[0] == "question 1"  # its turn goes on to the valid answer
+    assert contents(sent)[1:] == [*contents(history.to_messages())[1:], "question 2"]
+
+
+async def test_summarize_does_not_cut_a_turn_at_a_retry_for_valid_output() -> None:
+    structured = Agent(FunctionClient(valid_on_the_second_try), output_type=dict[str, str])
+    earlier = []
+    for n in range(3):
+        earlier += [
+            Message(role="user", content=f"question {n}"),
+            Message(role="assistant", content=f"answer {n} " + "word " * 60),
+        ]
+    retried = await structured.run("question 3", messages=earlier)
+    summarizer = ScriptedClient(["They asked 0 to 2."] * 5)
+    client = ScriptedClient(["ok"])
+    policy = Summarize(
+        client=summarizer,
+        window=200,
+        reserve=0,
+        keep_turns=2,
+        max_summary_tokens=20,
+        instructions="Summarize the conversation.",
+    )
+    result = await Agent(client, context_policy=policy).run(
+        "question 4", messages=list(retried.all_messages)
+    )
+    [summary] = [m for m in result.new_messages if m.summary_of is not None]
+    assert summary.summary_of == len(earlier)  # turns 0 to 2, not the question of turn 3
+    transcript = "".join(r.messages[0].content for r in summarizer.requests)  # in pieces
+    assert "question 2" in transcript
+    assert "question 3" not in transcript
+    assert contents(client.requests[0].messages) == [
+        "question 3",
+        "not json",
+        retried.new_messages[2].content,
+        '{"city": "Paris"}',
+        "question 4",
+    ]

@@ -267,4 +267,5 @@ async def test_the_context_compacted_event_names_the_tokenizer(
     roles = [m["role"] for m in sent]
     assert roles == ["system"] + ["user", "assistant"] * (len(sent) // 2 - 1) + ["user"]
     assert events[-1].tokens_after == 1 + 44 * roles.count("user") + 6 * roles.count("assistant")
-    assert events[-1].tokens_before == 1 + 44 * 6 + 6 * 5
+    # messages older than the window reaches are left out uncounted: estimated
+    assert events[-1].tokens_after < events[-1].tokens_before < 1 + 44 * 6 + 6 * 5

@@ -14,11 +14,12 @@ summary is appended to it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from glassagent._agent import decide
+from glassagent._agent import decide, output
+from glassagent._agent.budget import NextCall
 from glassagent._agent.context_policy import (
     POLICY_NAMES,
     SUMMARY_HEADING,
@@ -26,16 +27,18 @@ from glassagent._agent.context_policy import (
     KeepTurns,
     Summarize,
 )
-from glassagent._agent.guard import request_chars
+from glassagent._agent.guard import CHARS_PER_TOKEN, request_chars
 from glassagent._agent.summarize import summarize
 from glassagent._agent.tokens import Sizer
 from glassagent._core.cost import Cost
 from glassagent._core.messages import Message, Usage
+from glassagent._core.pricing import client_cost
 
 if TYPE_CHECKING:
     from glassagent._agent.config import RunConfig
     from glassagent._agent.context_step import Gathered
     from glassagent._agent.guard import RunGuard
+    from glassagent._core.client import BaseLLMClient
 
 
 @dataclass
@@ -76,12 +79,17 @@ def layout(conversation: Sequence[Message], positions: Sequence[int], prior: int
     """The turns and groups of the messages at `positions`.
 
     The run's own messages (from `prior` on) all belong to its turn: a user message the run
-    added (asking again for valid output, say) starts no turn of its own.
+    added (asking again for valid output, say) starts no turn of its own, nor does it in a
+    later run (`output.is_retry_request`).
     """
     result = Layout()
     for i in positions:
         message = conversation[i]
-        starts_turn = message.role == "user" and not message.protocol and i <= prior
+        starts_turn = (
+            message.role == "user"
+            and not message.protocol
+            and (i == prior or (i < prior and not output.is_retry_request(message)))
+        )
         if starts_turn or not result.turns:
             result.turns.append([])
         turn = len(result.turns) - 1
@@ -204,6 +212,18 @@ class Prepared:
     """The summarizer's calls for this request: usage and cost of each."""
 
 
+@dataclass(frozen=True)
+class Spending:
+    """How a run pays for its summarizer's calls (`AgentRun` gives it)."""
+
+    refuse: Callable[[NextCall, int], str | None]
+    """Why a summarizer call may not be made, because a budget would pass; `None` when it
+    may. Given the prompts of the calls to make (`NextCall`: the summarizer's and the model
+    call's after them) and how many calls follow the first."""
+    spend: Callable[[Usage, Cost], None]
+    """Counts one summarizer call as the run's, as soon as it is made."""
+
+
 @dataclass
 class _Request:
     """One request under construction, for `ContextWindow`."""
@@ -223,13 +243,19 @@ class _Request:
 
 
 class ContextWindow:
-    """One run's context policy at work: `prepare` gives what each model call sends."""
+    """One run's context policy at work: `prepare` gives what each model call sends.
 
-    def __init__(self, prior: int) -> None:
+    A summary that could not be written (the summarizer failed, or a budget forbade its
+    calls) is not asked for again in the run: later requests leave out turns instead.
+    """
+
+    def __init__(self, prior: int, spending: Spending | None = None) -> None:
         self._prior = prior  # the conversation's messages before this run
+        self._spending = spending
         self._sizer: Sizer | None = None
         self._tools: tuple[object, int] | None = None  # (definitions, their tokens)
         self._shown: tuple[object, ...] | None = None  # what the last event showed
+        self._no_summary: str | None = None  # why no summary is written in this run
 
     async def prepare(
         self, conversation: list[Message], config: RunConfig, context: Gathered, guard: RunGuard
@@ -245,24 +271,22 @@ class ContextWindow:
             if len(positions) == len(view):
                 return Prepared(view, system, config)
             return Prepared(tuple(view[i] for i in positions), system, config)
-        request = await self._measure(conversation, config, view, system, positions)
+        window = self._window(policy, config)
+        room = None
+        if window is not None and not isinstance(policy, KeepTurns):
+            room = window - self._reserve(policy, config, guard, window)
+        request = await self._measure(conversation, config, view, system, positions, room)
         selection = Selection(request.shape, request.sizes, request.fixed)
         before = (len(positions), selection.tokens)
-        window = policy.window if not isinstance(policy, KeepTurns) else None
-        if not isinstance(policy, KeepTurns) and window is None:
-            profile = config.client.profile
-            window = profile.capabilities.context_length if profile is not None else None
         if isinstance(policy, KeepTurns):
             keep_turns(selection, policy.n)
-        elif window is not None:
-            budget = window - self._reserve(policy, config, guard, window)
+        elif window is not None and room is not None:  # FitWindow or Summarize, sized
 
-            def fits(chosen: Selection, limit: float = budget) -> bool:
+            def fits(chosen: Selection, limit: float = room) -> bool:
                 return max(chosen.tokens, guard.estimate(chosen.chars)) <= limit
 
             if isinstance(policy, Summarize):
-                limit = min(policy.trigger * window, budget)
-                due = lambda s: fits(s, limit)  # noqa: E731
+                due = lambda s: fits(s, policy.trigger * room)  # noqa: E731
                 await self._summarize(policy, request, selection, due, window)
             fit(selection, fits)
         sent = selection.positions()
@@ -273,6 +297,16 @@ class ContextWindow:
         if final_system != config.system:
             config = replace(config, system=final_system)
         return Prepared(messages, final_system, config, event, request.spent)
+
+    @staticmethod
+    def _window(policy: FitWindow | KeepTurns | Summarize, config: RunConfig) -> int | None:
+        """The tokens a request may have: the policy's, else the profile's (`KeepTurns`: none)."""
+        if isinstance(policy, KeepTurns):
+            return None
+        if policy.window is not None:
+            return policy.window
+        profile = config.client.profile
+        return profile.capabilities.context_length if profile is not None else None
 
     def _sizer_of(self, config: RunConfig) -> Sizer:
         """The run's sizer, for its client (a handoff changes the client)."""
@@ -288,13 +322,31 @@ class ContextWindow:
         view: tuple[Message, ...],
         system: str | None,
         positions: list[int],
+        room: int | None,
     ) -> _Request:
-        sizer = self._sizer_of(config)
-        counted = await sizer.messages([view[i] for i in positions])
-        sizes = dict(zip(positions, counted, strict=True))
-        fixed = await self._fixed(sizer, config, system)
+        """The request's layout and sizes.
+
+        The tokenizer counts what the policy's choice depends on: the groups always sent (and
+        the current turn's first and last), and the newest messages back to where they pass
+        `room` (`KeepTurns`: the turns it keeps). The older messages are left out whatever
+        their size, so they get the estimate.
+        """
         shape = layout(conversation, positions, self._prior)
-        return _Request(conversation, config, view, system, positions, shape, sizes, fixed)
+        index = {p: k for k, p in enumerate(positions)}
+        groups = shape.groups
+        counted = [g for g in groups if g.keep]
+        if shape.turns:
+            counted += [groups[shape.turns[-1][0]], groups[shape.turns[-1][-1]]]
+        policy = config.context_policy
+        if isinstance(policy, KeepTurns):
+            counted += [groups[i] for turn in shape.turns[-policy.n :] for i in turn]
+        enough = 0 if isinstance(policy, KeepTurns) or room is None else room
+        exact = [index[p] for group in counted for p in group.positions]
+        sizer = self._sizer_of(config)
+        sizes = await sizer.messages([view[i] for i in positions], enough=enough, exact=exact)
+        fixed = await self._fixed(sizer, config, system)
+        by_position = dict(zip(positions, sizes, strict=True))
+        return _Request(conversation, config, view, system, positions, shape, by_position, fixed)
 
     async def _fixed(self, sizer: Sizer, config: RunConfig, system: str | None) -> tuple[int, int]:
         """``(chars, tokens)`` of the system instructions and the tool definitions."""
@@ -339,20 +391,28 @@ class ContextWindow:
         older = [i for i in older if not shape.groups[i].keep]
         if not older:
             return
+        if self._no_summary is not None:
+            request.summary_error = self._no_summary
+            return
         first_kept = shape.groups[shape.turns[cut][0]].positions[0]
         messages = [conversation[p] for i in older for p in shape.groups[i].positions]
         config = request.config
+        client = policy.client or config.client
+        after = selection.tokens - sum(selection.sizes[i][1] for i in older)
         written = await summarize(
             policy,
-            policy.client or config.client,
+            client,
             summary.content if summary is not None else None,
             messages,
             window=window,
             timeout=config.settings.timeout,
+            refuse=self._refusal(client, config, after + policy.max_summary_tokens),
+            spend=self._spending.spend if self._spending is not None else None,
         )
         request.spent += written.calls
         if written.text is None:
             request.summary_error = written.error
+            self._no_summary = f"{written.error} (earlier in this run; not asked again)"
             return
         new = Message(
             role="system",
@@ -364,6 +424,27 @@ class ContextWindow:
         for index in older:
             selection.drop(index)
         await self._use_summary(request, selection, new)
+
+    def _refusal(
+        self, summarizer: BaseLLMClient, config: RunConfig, after: int
+    ) -> Callable[[int, int], str | None] | None:
+        """Why the summarizer's calls still to make may not be made (`Spending`).
+
+        They are given by the characters of their prompts and their number; `after` is the
+        tokens of the model call after them, as estimated.
+        """
+        spending = self._spending
+        if spending is None:
+            return None
+
+        def refuse(chars: int, calls: int) -> str | None:
+            tokens = chars // CHARS_PER_TOKEN
+            cost = client_cost(summarizer, Usage(input_tokens=tokens))
+            cost += client_cost(config.client, Usage(input_tokens=after))
+            why = spending.refuse(NextCall(tokens + after, cost), calls)
+            return None if why is None else f"not summarized: {why}"
+
+        return refuse
 
     async def _use_summary(self, request: _Request, selection: Selection, summary: Message) -> None:
         """Send `summary` in the system instructions (in place of an earlier one)."""
@@ -384,9 +465,10 @@ class ContextWindow:
         kept = set(sent)
         dropped = tuple(p for p in request.positions if p not in kept)
         summary = request.summary
-        if not dropped and summary is None and not request.spent:
+        error = request.summary_error
+        if not dropped and summary is None and not request.spent and error is None:
             return None
-        shown = (dropped, summary.summary_of if summary is not None else None, id(summary))
+        shown = (dropped, summary.summary_of if summary is not None else None, id(summary), error)
         if shown == self._shown and not request.spent:
             return None
         self._shown = shown

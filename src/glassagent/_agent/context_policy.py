@@ -84,7 +84,7 @@ class FitWindow:
 
 @dataclass(frozen=True)
 class Summarize:
-    """Summarize the older turns with a model once the request passes `trigger` of the window.
+    """Summarize the older turns with a model once a request passes `trigger` of its room.
 
     The summary is a new message of the conversation (kept in the history, marked with
     `Message.summary_of`); each request sends it in the system instructions, after the line
@@ -92,6 +92,11 @@ class Summarize:
     the recent turns. A later turn reuses it until the window fills again. When a request
     is still too long, the rules of `FitWindow` apply, so a run never fails for length when
     leaving out turns can make it fit.
+
+    The summarizer's calls are the run's: a call is made only when the run's budget (and the
+    budgets of the runs it is nested in) can pay for it, the summarizer's later calls and
+    the model call after them. When a summary cannot be written (a budget, or the summarizer
+    failed), the oldest turns are left out instead, and the run does not ask again.
     """
 
     client: BaseLLMClient | None = None
@@ -100,7 +105,9 @@ class Summarize:
     keep_turns: int = 2
     """How many recent turns stay word for word, the current one included (at least 1)."""
     trigger: float = 0.8
-    """Summarize when a request passes this share of the window (above 0, at most 1)."""
+    """Summarize when a request passes this share of its room: the window less the `reserve`
+    for the answer (above 0, at most 1). With the defaults, 0.8 of three quarters of the
+    window; 1 summarizes only once the request no longer fits."""
     instructions: str = DEFAULT_INSTRUCTIONS
     """The summarizer's system instructions."""
     max_summary_tokens: int = 512

@@ -284,9 +284,16 @@ class RunGuard:
         tokens = self._pending[1]
         return budgets.NextCall(tokens, self._price(Usage(input_tokens=tokens)))
 
-    def budget_stop(self, budget: budgets.Budget, next_call: budgets.NextCall) -> BudgetStop | None:
-        """Whether `next_call`, after what this run (and its sub-agents) spent, passes `budget`."""
-        return budgets.check(budget, self._calls, self._tokens, self.cost, next_call)
+    def budget_stop(
+        self, budget: budgets.Budget, next_call: budgets.NextCall, *, later_calls: int = 0
+    ) -> BudgetStop | None:
+        """Whether `next_call`, after what this run (and its sub-agents) spent, passes `budget`.
+
+        `later_calls`: calls that must still be possible after it (their prompts are in
+        `next_call`), e.g. the model call a summarizer's call is made for.
+        """
+        calls = self._calls + later_calls
+        return budgets.check(budget, calls, self._tokens, self.cost, next_call)
 
     def absorb(self, tokens: int, cost: Cost) -> None:
         """Count a sub-agent's model call (`tokens` as its guard counted them) as this run's."""

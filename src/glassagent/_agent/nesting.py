@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping
 
     from glassagent._agent.approval import ApprovalGate
-    from glassagent._agent.budget import BudgetStop
+    from glassagent._agent.budget import BudgetStop, NextCall
     from glassagent._agent.config import RunConfig
     from glassagent._agent.guard import RunGuard
     from glassagent._agent.output import Plan
@@ -346,15 +346,22 @@ class RunNesting:
         if self._nesting is not None:
             self._nesting.parent._absorb(usage, cost, counted)
 
-    def _ancestors_stop(self) -> BudgetStop | None:
-        """Whether the next call passes the budget of a run this one is nested in."""
+    def _ancestors_stop(
+        self, next_call: NextCall | None = None, *, later_calls: int = 0
+    ) -> BudgetStop | None:
+        """Whether the next call passes the budget of a run this one is nested in.
+
+        `next_call`: that call (default: the model call the guard checked); `later_calls` as
+        for `RunGuard.budget_stop`.
+        """
         nesting = self._nesting
-        next_call = self._guard.next_call() if nesting is not None else None
+        if next_call is None and nesting is not None:
+            next_call = self._guard.next_call()
         while nesting is not None:
             parent = nesting.parent
             budget = parent._config.budget
             if budget is not None and next_call is not None:
-                stop = parent._guard.budget_stop(budget, next_call)
+                stop = parent._guard.budget_stop(budget, next_call, later_calls=later_calls)
                 if stop is not None:
                     why = f"the budget of the parent run {parent.run_id}: {stop.reason}"
                     return replace(stop, reason=why)

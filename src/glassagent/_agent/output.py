@@ -240,6 +240,13 @@ def final_message(message: Message, valid: Valid) -> Message:
     return replace(message, content=valid.text, tool_calls=())
 
 
+_RETRY_OPENING = "That is not a valid answer:\n"
+_RETRY_ENDINGS = (
+    f"Give your final answer by calling the {FINAL_TOOL} tool.",
+    "Reply again with only the corrected JSON object, following the schema.",
+)
+
+
 def feedback(plan: Plan, invalid: Invalid) -> str:
     """What the model is told about an invalid answer, to try again."""
     errors = "\n".join(f"- {line}" for line in invalid.errors)
@@ -248,14 +255,22 @@ def feedback(plan: Plan, invalid: Invalid) -> str:
             f"The arguments are not a valid answer:\n{errors}\n"
             f"Call {FINAL_TOOL} again with corrected arguments."
         )
-    if plan.mode == "tool":
-        return (
-            f"That is not a valid answer:\n{errors}\n"
-            f"Give your final answer by calling the {FINAL_TOOL} tool."
-        )
+    ending = _RETRY_ENDINGS[0] if plan.mode == "tool" else _RETRY_ENDINGS[1]
+    return f"{_RETRY_OPENING}{errors}\n{ending}"
+
+
+def is_retry_request(message: Message) -> bool:
+    """Whether `message` is the ``user`` message `ask_again` wrote after an invalid answer.
+
+    It is recognised by its text, so also in a conversation stored before: the run wrote
+    it, not the user, and it starts no turn of its own (see `compact.layout`).
+    """
+    content = message.content
     return (
-        f"That is not a valid answer:\n{errors}\n"
-        "Reply again with only the corrected JSON object, following the schema."
+        message.role == "user"
+        and content.startswith(_RETRY_OPENING)
+        and content.endswith(_RETRY_ENDINGS)
+        and not message.attachments
     )
 
 
@@ -265,7 +280,8 @@ def ask_again(
     """The invalid answer as kept, and the message that asks the model to answer again.
 
     A final-answer call keeps only that call (the answer's other calls never ran) and gets an
-    error result; an invalid text answer gets a user message.
+    error result; an invalid text answer gets a user message (`is_retry_request`: it stays
+    in the turn of the question it answers).
     """
     text = feedback(plan, invalid)
     if invalid.call is None:

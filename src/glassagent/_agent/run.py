@@ -13,7 +13,7 @@ from glassagent._agent import decide, output, record
 from glassagent._agent.act import Acting, Host
 from glassagent._agent.approval import Answer, ApprovalGate
 from glassagent._agent.awaitable import AwaitableRun
-from glassagent._agent.compact import ContextWindow, Prepared
+from glassagent._agent.compact import ContextWindow, Prepared, Spending
 from glassagent._agent.config import append_turn, plan_output
 from glassagent._agent.context_step import NO_CONTEXT, gather_context
 from glassagent._agent.guard import RunGuard
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from glassagent._agent.budget import BudgetStop
+    from glassagent._agent.budget import BudgetStop, NextCall
     from glassagent._agent.config import RunConfig
     from glassagent._agent.nesting import Delegate, Nesting
     from glassagent._core.record.redact import Redact
@@ -349,7 +349,7 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
         if self._resumed and not await self._act(self._resumed, resumed=True):
             return
         iteration = 0
-        window = ContextWindow(self._prior)
+        window = ContextWindow(self._prior, Spending(self._summary_refusal, self._absorb))
         while True:
             iteration += 1
             sent = await self._compact(window, iteration)
@@ -413,14 +413,26 @@ class AgentRun(record.RunRecording, RunNesting, AwaitableRun[RunResult[OutputT]]
     async def _compact(self, window: ContextWindow, iteration: int) -> Prepared:
         """What the next model call sends, as the context policy has it (see `compact`).
 
-        A summarizer's calls count as the run's (usage, cost, budget).
+        A summarizer's calls count as the run's (usage, cost, budget) (`_summary_refusal`).
         """
         sent = await window.prepare(self._conversation, self._config, self._context, self._guard)
-        for usage, cost in sent.spent:
-            self._absorb(usage, cost)
         if sent.event is not None:
             self._emit(ContextCompactedEvent, iteration=iteration, **sent.event)
         return sent
+
+    def _summary_refusal(self, next_call: NextCall, later: int) -> str | None:
+        """Why summarizer calls and the model call after them would pass a budget (`Spending`)."""
+        budget, guard = self._config.budget, self._guard
+        stop = None if budget is None else guard.budget_stop(budget, next_call, later_calls=later)
+        whose = "the run's budget"
+        if stop is None:
+            stop, whose = (
+                self._ancestors_stop(next_call, later_calls=later),
+                "a parent run's budget",
+            )
+        if stop is None:
+            return None
+        return f"its calls and the model call after them would pass {whose} ({stop.limit})"
 
     async def _think(self, iteration: int, sent: Prepared) -> LLMResponse | None:
         """One model call, streamed: text and thinking chunks as they arrive.

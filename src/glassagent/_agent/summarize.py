@@ -1,12 +1,13 @@
 """The summarizer of `Summarize`: older turns, as a transcript, into a summary by a model.
 
 A transcript longer than the summarizer's window goes in pieces, one call each, each call
-given the summary so far; a single message longer than a piece is cut.
+given the summary so far (the piece is that much shorter); a single message longer than a
+piece is cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from glassagent._agent.context_policy import Summarize
@@ -18,8 +19,9 @@ from glassagent._core.pricing import client_cost
 from glassagent._core.request import ModelRequest
 
 _CHARS_PER_TOKEN = 3  # cautious: a piece must fit the summarizer's window
-_SMALLEST_PIECE = 2_000
+_SMALLEST_PIECE = 200  # characters: with less room the summarizer's window is too small
 _CUT = " [...]"
+_ASK = "The conversation to summarize:\n\n"
 
 
 @dataclass
@@ -53,36 +55,64 @@ def render(message: Message) -> str:
     return f"{message.role.capitalize()}: {message.content}"
 
 
-def pieces(messages: Sequence[Message], limit: int | None) -> list[str]:
-    """The transcript of `messages`, in pieces of at most `limit` characters (`None`: one)."""
-    lines = [render(m) for m in messages]
-    if limit is None:
-        return ["\n\n".join(lines)]
-    parts: list[str] = []
-    current: list[str] = []
+def _take(lines: list[str], limit: int) -> tuple[str, list[str]]:
+    """The next piece of at most `limit` characters (at least one line, cut to fit), the rest."""
+    taken: list[str] = []
     size = 0
     for line in lines:
         if len(line) > limit:
-            line = line[: limit - len(_CUT)] + _CUT
-        if current and size + len(line) + 2 > limit:
-            parts.append("\n\n".join(current))
-            current, size = [], 0
-        current.append(line)
+            line = line[: max(0, limit - len(_CUT))] + _CUT
+        if taken and size + len(line) + 2 > limit:
+            break
+        taken.append(line)
         size += len(line) + 2
-    if current:
-        parts.append("\n\n".join(current))
-    return parts
+    return "\n\n".join(taken), lines[len(taken) :]
 
 
-def _piece_limit(policy: Summarize, client: BaseLLMClient, window: int | None) -> int | None:
-    """Characters of transcript one summarizer call may read (`None`: no limit known)."""
+def _window(policy: Summarize, client: BaseLLMClient, window: int | None) -> int | None:
+    """The summarizer's window: its own profile's, or the run's."""
     profile = client.profile
     if policy.client is not None and profile is not None:
-        window = profile.capabilities.context_length
+        return profile.capabilities.context_length
+    return window
+
+
+def _piece_limit(policy: Summarize, window: int | None, earlier: str) -> int | None:
+    """Characters of transcript one summarizer call may read (`None`: no limit known).
+
+    The call's window holds the instructions, the summary so far (`earlier`, sent before
+    the piece) and the answer (`Summarize.max_summary_tokens`); the piece gets four fifths of
+    the rest, at three characters a token. `0`: no room is left.
+    """
     if window is None:
         return None
-    room = window - policy.max_summary_tokens - len(policy.instructions) // _CHARS_PER_TOKEN
-    return max(_SMALLEST_PIECE, room * _CHARS_PER_TOKEN * 4 // 5)
+    taken = len(policy.instructions) + len(earlier) + len(_ASK)
+    room = window - policy.max_summary_tokens - taken // _CHARS_PER_TOKEN - 1
+    return max(0, room * _CHARS_PER_TOKEN * 4 // 5)
+
+
+def _ahead(policy: Summarize, prompt: str, rest: list[str], limit: int | None) -> tuple[int, int]:
+    """The characters of the prompts of the calls still to make (this one first), and their number.
+
+    The `rest` of the transcript goes in pieces of `limit`, each with a summary so far as long
+    as `Summarize.max_summary_tokens` allows.
+    """
+    chars = sum(len(line) + 2 for line in rest)
+    later = -(-chars // limit) if rest and limit else 0
+    each = len(policy.instructions) + len(_ASK) + 4 * policy.max_summary_tokens
+    return len(policy.instructions) + len(prompt) + chars + later * each, 1 + later
+
+
+def _no_room(policy: Summarize, window: int | None) -> str:
+    return (
+        f"the summarizer's window of {window} tokens leaves no room for the conversation "
+        "next to its instructions, the summary so far and "
+        f"max_summary_tokens={policy.max_summary_tokens}"
+    )
+
+
+def _prompt(earlier: str, piece: str) -> str:
+    return f"{earlier}{_ASK}{piece}"
 
 
 async def summarize(
@@ -93,6 +123,8 @@ async def summarize(
     *,
     window: int | None,
     timeout: float | None,
+    refuse: Callable[[int, int], str | None] | None = None,
+    spend: Callable[[Usage, Cost], None] | None = None,
 ) -> Summary:
     """Summarize `messages`, folding in the `previous` summary.
 
@@ -103,23 +135,45 @@ async def summarize(
         messages: The messages to summarize, oldest first.
         window: The run's window, for a summarizer without a profile of its own.
         timeout: The run's ``ModelSettings.timeout`` for each call.
+        refuse: Why the calls still to make may not be made (a budget), or `None`; asked
+            before each call with the characters of their prompts and their number.
+        spend: Told of each call's usage and cost as soon as it is made.
 
-    A failed call (a `GlassAgentError`) ends the summary: `Summary.error` says why.
+    A failed call (a `GlassAgentError`), a refused one, or a window with no room for the
+    transcript ends the summary: `Summary.error` says why.
     """
     summary = Summary()
     text = previous
     settings = ModelSettings(max_tokens=policy.max_summary_tokens, timeout=timeout)
-    for piece in pieces(messages, _piece_limit(policy, client, window)):
+    window = _window(policy, client, window)
+    lines = [render(m) for m in messages]
+    while lines:
         earlier = f"The summary so far:\n{text}\n\n" if text else ""
-        prompt = f"{earlier}The conversation to summarize:\n\n{piece}"
-        asked = [Message(role="user", content=prompt)]
-        request = ModelRequest.build(asked, (), policy.instructions, settings)
+        limit = _piece_limit(policy, window, earlier)
+        if limit is None:
+            piece, lines = "\n\n".join(lines), []
+        elif limit < _SMALLEST_PIECE:
+            summary.error = _no_room(policy, window)
+            return summary
+        else:
+            piece, lines = _take(lines, limit)
+        prompt = _prompt(earlier, piece)
+        reason = None if refuse is None else refuse(*_ahead(policy, prompt, lines, limit))
+        if reason is not None:
+            summary.error = reason
+            return summary
+        request = ModelRequest.build(
+            [Message(role="user", content=prompt)], (), policy.instructions, settings
+        )
         try:
             response = await send_request(client, request)
         except GlassAgentError as exc:
             summary.error = f"{type(exc).__name__}: {exc}"
             return summary
-        summary.calls.append((response.usage, client_cost(client, response.usage)))
+        cost = client_cost(client, response.usage)
+        summary.calls.append((response.usage, cost))
+        if spend is not None:
+            spend(response.usage, cost)
         if not response.text.strip():
             summary.error = "the summarizer answered with no text"
             return summary

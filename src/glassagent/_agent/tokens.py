@@ -1,17 +1,21 @@
 """Sizes of a request for a context policy: characters, and tokens by the model's tokenizer.
 
-A client with a tokenizer (`BaseLLMClient.count_tokens`) counts each message's text once: a
-run remembers each message object's size, and counts of a text are kept per tokenizer (up to
-`CACHED_TEXTS` texts), so a conversation loaded again for the next turn is not counted again.
-Without a tokenizer, or when it fails, the size is the agent's estimate: four characters a
-token (`CHARS_PER_TOKEN`).
+A client with a tokenizer (`BaseLLMClient.count_tokens`) counts what a policy's decision
+needs: the newest messages, back to where they fill the window, and the messages always
+sent; older messages get the estimate, as they are left out either way. A run remembers
+each message object's size, and the counts of texts are kept for the process by a digest of
+the text, never the text (`CACHED_TEXTS` in all), so a conversation loaded again for the
+next turn is not counted again. Without a tokenizer, or when it fails, the size is the
+agent's estimate: four characters a token (`CHARS_PER_TOKEN`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from glassagent._agent.guard import CHARS_PER_TOKEN, request_chars
@@ -26,11 +30,12 @@ ESTIMATE = "estimate"
 MESSAGE_OVERHEAD = 4
 """Tokens added to a tokenizer's count of a message, for the chat template's markers."""
 
-CACHED_TEXTS = 20_000
-"""Texts whose counts are kept per tokenizer, the least recently used dropped first."""
+CACHED_TEXTS = 50_000
+"""Counts kept for the process, of all tokenizers together, the least recently used dropped
+first. Each is kept by a 16-byte digest of the tokenizer and the text (about 200 bytes an
+entry, 10 MB at most)."""
 
-_KEPT_TOKENIZERS = 8
-_counted: OrderedDict[tuple[str, str, str], OrderedDict[str, int]] = OrderedDict()
+_counted: OrderedDict[bytes, int] = OrderedDict()
 
 
 def message_text(message: Message) -> str:
@@ -41,17 +46,20 @@ def message_text(message: Message) -> str:
     return "\n".join(part for part in parts if part)
 
 
-def _texts_of(client: BaseLLMClient) -> OrderedDict[str, int]:
-    """The remembered counts of the client's tokenizer (one store per tokenizer and model)."""
-    key = (client.tokenizer or "", client.model, str(getattr(client, "base_url", "")))
-    store = _counted.get(key)
-    if store is None:
-        store = _counted[key] = OrderedDict()
-        while len(_counted) > _KEPT_TOKENIZERS:
-            _counted.popitem(last=False)
-    else:
-        _counted.move_to_end(key)
-    return store
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate from JSON is still text
+
+
+@dataclass
+class _Size:
+    """One message's size in a run."""
+
+    message: Message
+    chars: int
+    tokens: int
+    counted: bool = False
+    """Whether a tokenizer counted `tokens` (else they are the estimate)."""
+    digest: bytes | None = None
 
 
 class Sizer:
@@ -65,23 +73,85 @@ class Sizer:
     def __init__(self, client: BaseLLMClient) -> None:
         self.client = client
         """The client whose tokenizer counts."""
-        self._sizes: dict[int, tuple[Message, int, int]] = {}  # id -> (message, chars, tokens)
+        self._sizes: dict[int, _Size] = {}  # by id of the message
         self._usable = client.tokenizer is not None  # off once the tokenizer failed
         self.tokenizer: str = client.tokenizer or ESTIMATE
         """What counted the last sizes: the client's tokenizer, or `ESTIMATE`."""
+        tokenizer = (client.tokenizer or "", client.model, str(getattr(client, "base_url", "")))
+        self._key = hashlib.blake2b(_encoded(repr(tokenizer)), digest_size=32).digest()
 
-    async def messages(self, messages: Sequence[Message]) -> list[tuple[int, int]]:
-        """``(chars, tokens)`` of each message; each message object is measured once."""
-        sizes = self._sizes
-        new = [m for m in messages if id(m) not in sizes or sizes[id(m)][0] is not m]
-        if new:
-            unique = list({id(m): m for m in new}.values())
-            counts = await self._count([message_text(m) for m in unique])
-            for message, count in zip(unique, counts, strict=True):
-                chars = request_chars([message], (), None)
-                tokens = chars // CHARS_PER_TOKEN if count is None else count + MESSAGE_OVERHEAD
-                sizes[id(message)] = (message, chars, tokens)
-        return [sizes[id(m)][1:] for m in messages]
+    async def messages(
+        self,
+        messages: Sequence[Message],
+        *,
+        enough: int | None = None,
+        exact: Collection[int] = (),
+    ) -> list[tuple[int, int]]:
+        """``(chars, tokens)`` of each message; each message object is measured once.
+
+        Args:
+            messages: The messages, oldest first.
+            enough: Count only the newest messages, back to the first whose tokens and the
+                newer ones' pass `enough`; the older ones get the estimate. `None`: all.
+            exact: Positions in `messages` counted in any case.
+        """
+        sizes = [self._size(m) for m in messages]
+        scale = 1
+        while self._usable:
+            wanted = [i for i in exact if not self._known(sizes[i])]
+            if enough is None:
+                wanted += [i for i, size in enumerate(sizes) if not self._known(size)]
+            else:
+                wanted += self._newest(sizes, enough)
+                if wanted and scale > 1:  # counts below the estimate: reach further at once
+                    wanted += self._newest(sizes, enough * scale)
+            if not wanted:
+                break
+            await self._count_messages([sizes[i] for i in sorted(set(wanted))])
+            scale *= 2
+        return [(size.chars, size.tokens) for size in sizes]
+
+    def _size(self, message: Message) -> _Size:
+        """The run's size of `message`: counted, or estimated for now."""
+        size = self._sizes.get(id(message))
+        if size is None or size.message is not message:
+            chars = request_chars([message], (), None)
+            size = self._sizes[id(message)] = _Size(message, chars, chars // CHARS_PER_TOKEN)
+        return size
+
+    def _known(self, size: _Size) -> bool:
+        """Whether `size` is final: counted, found in the counts kept, or not countable."""
+        if size.counted or not self._usable:
+            return True
+        if size.digest is None:
+            size.digest = self._digest(message_text(size.message))
+        count = _counted.get(size.digest)
+        if count is None:
+            return False
+        _counted.move_to_end(size.digest)
+        size.tokens, size.counted = count + MESSAGE_OVERHEAD, True
+        return True
+
+    def _newest(self, sizes: list[_Size], enough: int) -> list[int]:
+        """The positions not counted yet among the newest messages that pass `enough`."""
+        wanted, total = [], 0
+        for i in range(len(sizes) - 1, -1, -1):
+            if total > enough:
+                break
+            if not self._known(sizes[i]):
+                wanted.append(i)
+            total += sizes[i].tokens
+        return wanted
+
+    async def _count_messages(self, sizes: list[_Size]) -> None:
+        texts = [message_text(size.message) for size in sizes]
+        digests = [
+            size.digest or self._digest(text) for size, text in zip(sizes, texts, strict=True)
+        ]
+        counts = await self._count(texts, digests)
+        for size, count in zip(sizes, counts, strict=True):
+            if count is not None:
+                size.tokens, size.counted = count + MESSAGE_OVERHEAD, True
 
     async def text(self, text: str, chars: int | None = None) -> tuple[int, int]:
         """``(chars, tokens)`` of a text (system instructions, tool definitions).
@@ -92,21 +162,38 @@ class Sizer:
         chars = len(text) if chars is None else chars
         return chars, chars // CHARS_PER_TOKEN if count is None else count
 
-    async def _count(self, texts: list[str]) -> list[int | None]:
-        """The tokenizer's count of each text, remembered; `None` each where it cannot count."""
+    def _digest(self, text: str) -> bytes:
+        """The key of a text's count: its digest, keyed by the tokenizer."""
+        return hashlib.blake2b(_encoded(text), digest_size=16, key=self._key).digest()
+
+    async def _count(
+        self, texts: list[str], digests: list[bytes] | None = None
+    ) -> list[int | None]:
+        """The tokenizer's count of each text, remembered; `None` each where it cannot count.
+
+        `digests`: the texts' digests (`_digest`), when they are known already.
+        """
         if not self._usable or not texts:
             return [None] * len(texts)
-        store = _texts_of(self.client)
-        missing = list(dict.fromkeys(t for t in texts if t not in store))
+        keys = digests if digests is not None else [self._digest(text) for text in texts]
+        found: dict[bytes, int] = {}
+        missing: dict[bytes, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            count = _counted.get(key)
+            if count is None:
+                missing[key] = text
+            else:
+                found[key] = count
         if missing:
-            counts = await self.client.count_tokens(missing)
+            counts = await self.client.count_tokens(list(missing.values()))
             if counts is None or len(counts) != len(missing):
                 self._usable, self.tokenizer = False, ESTIMATE
                 return [None] * len(texts)
-            store.update(zip(missing, counts, strict=True))
-        for text in texts:
-            store.move_to_end(text)
-        found: list[int | None] = [store[t] for t in texts]
-        while len(store) > CACHED_TEXTS:
-            store.popitem(last=False)
-        return found
+            found.update(zip(missing, counts, strict=True))
+            _counted.update(zip(missing, counts, strict=True))
+        for key in found:
+            if key in _counted:  # another run may have dropped it while this one counted
+                _counted.move_to_end(key)
+        while len(_counted) > CACHED_TEXTS:
+            _counted.popitem(last=False)
+        return [found[key] for key in keys]
