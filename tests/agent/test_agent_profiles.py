@@ -269,6 +269,19 @@ async def test_earlier_tool_rounds_go_as_protocol_json_also_without_tools(
     assert [m.role for m in sent] == ["user", "assistant", "user", "assistant", "user"]
     assert json.loads(sent[1].content) == {"tool_call": {"name": "add", "input": {"a": 1, "b": 2}}}
     assert client.requests[0].system is None
+    # a plain answer stays plain without tools: shown as {"response": ...}, small models copy it
+    assert sent[3].content == "3"
+
+
+async def test_with_tools_plain_answers_of_earlier_turns_go_as_protocol_json(
+    profiles: Path,
+) -> None:
+    write(profiles, profile_data("acme-text", function_calling=False))
+    earlier = [Message(role="user", content="Hi"), Message(role="assistant", content="Hello.")]
+    client = ScriptedClient(['{"response": "Sure."}'], model="acme-text")
+    result = await Agent(client, [add]).run("Add?", messages=earlier)
+    assert result.text == "Sure."
+    assert json.loads(client.requests[0].messages[1].content) == {"response": "Hello."}
 
 
 async def test_the_wrapped_client_answers_chat_by_the_protocol_too() -> None:

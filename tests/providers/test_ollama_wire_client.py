@@ -88,3 +88,35 @@ def test_the_body_reads_the_choice_the_request_resolved_not_the_settings(monkeyp
     with pytest.raises(ConfigurationError, match="Ollama's chat API has no tool choice"):
         wire.request_body("m", request, stream=False)
     assert "tools" not in wire.request_body("m", native, stream=True)
+
+
+def test_a_plain_answer_stays_plain_text_when_no_tools_are_offered() -> None:
+    from glassagent._providers import openai_wire
+    from glassagent.llm import ToolCall
+
+    earlier = (
+        Message(role="user", content="1 + 2?"),
+        Message(role="assistant", tool_calls=(ToolCall("c1", "add", {"a": 1, "b": 2}),)),
+        Message(role="tool", content="3", tool_call_id="c1", name="add"),
+        Message(role="assistant", content="It is 3."),
+        Message(role="user", content="Thanks"),
+    )
+    plain = ModelRequest(earlier, (), None, ModelSettings())
+    offered = ModelRequest(earlier, (ADD,), None, ModelSettings())
+    wire = ollama_wire.OllamaWire(encode_history=True)  # the JSON tool protocol's client
+    bodies = {
+        "ollama": wire.request_body("m", plain, stream=False),
+        "ollama, tools": wire.request_body("m", offered, stream=False, json_mode=True),
+        "openai": openai_wire.request_body("m", "llama", plain, json_tools=True, stream=False),
+        "openai, tools": openai_wire.request_body(
+            "m", "llama", offered, json_tools=True, stream=False
+        ),
+    }
+    for name, body in bodies.items():
+        answers = [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+        # the tool call always goes as protocol JSON: no native tools carry it
+        assert json.loads(answers[0]) == {"tool_call": {"name": "add", "input": {"a": 1, "b": 2}}}
+        if name.endswith("tools"):  # the reply must be protocol JSON: so are the answers
+            assert json.loads(answers[1]) == {"response": "It is 3."}, name
+        else:  # shown as {"response": ...}, a small model copies the form into its answer
+            assert answers[1] == "It is 3.", name

@@ -51,7 +51,7 @@ def protocol_request(request: ModelRequest) -> ModelRequest:
         settings = replace(settings, tool_choice=None)
     return replace(
         request,
-        messages=tuple(json_protocol.encode_history(request.messages)),
+        messages=tuple(json_protocol.encode_history(request.messages, tools=bool(request.tools))),
         tools=(),
         system=system,
         settings=settings,

@@ -214,11 +214,13 @@ def encode_assistant(message: Message) -> str:
     return json.dumps(items)
 
 
-def encode_history(messages: Sequence[Message]) -> list[Message]:
+def encode_history(messages: Sequence[Message], *, tools: bool = True) -> list[Message]:
     """The conversation as a model without tool calling sees it.
 
     Assistant turns become protocol JSON; the results of one tool round become one user
-    message with a ``{"tool_result": ...}`` object per line.
+    message with a ``{"tool_result": ...}`` object per line. Without `tools` (a request
+    that offers none, so the model answers in plain text) a plain answer stays plain text:
+    shown as ``{"response": ...}``, the model would copy the form.
     """
     encoded: list[Message] = []
     results: list[str] = []
@@ -234,7 +236,8 @@ def encode_history(messages: Sequence[Message]) -> list[Message]:
             results.append(json.dumps({"tool_result": result}))
             continue
         flush()
-        if message.role == "assistant" and message.status != "unreadable":  # that one: as it came
+        plain = not tools and not message.tool_calls
+        if message.role == "assistant" and message.status != "unreadable" and not plain:
             message = replace(
                 message, content=encode_assistant(message), tool_calls=(), thinking=None
             )

@@ -102,7 +102,7 @@ def request_body(
     """
     messages: Sequence[Message] = request.messages
     if encode_history or json_mode:
-        messages = json_protocol.encode_history(messages)
+        messages = json_protocol.encode_history(messages, tools=json_mode or bool(request.tools))
     system, choice = request.system, request.tool_choice
     offered = request.offered if json_mode else ()
     if json_mode:

@@ -284,7 +284,8 @@ def request_body(
         if request.tools:
             system = json_protocol.system_prompt(system, request.offered, choice)
             body["response_format"] = _reply_format(request.offered, choice, json_grammar)
-        body["messages"] = wire_messages(json_protocol.encode_history(request.messages), system)
+        history = json_protocol.encode_history(request.messages, tools=bool(request.tools))
+        body["messages"] = wire_messages(history, system)
     else:
         body["messages"] = wire_messages(request.messages, system)
         tools: Sequence[ToolDefinition] = request.tools
