@@ -4,7 +4,8 @@
 GlassAgentError
 ├── UserError                     misuse: bad tool definitions, bad arguments
 │   ├── AttachmentError           an attachment the policy, provider or model refuses (.provider)
-│   └── ContextLengthError        longer than the model's context window (.estimated_tokens)
+│   ├── ContextLengthError        longer than the model's context window (.estimated_tokens)
+│   └── DatasetError              an evaluation dataset that cannot be read (.where, .field)
 ├── ConfigurationError            missing or invalid configuration (also a ValueError)
 ├── ReplayMismatchError           a replayed run sent another request than recorded (.diff)
 ├── ProviderError                 a model provider failed (.status, .body, .provider)
@@ -36,6 +37,7 @@ from glassagent._core.errors import (
     ConfigurationError,
     ContentBlockedError,
     ContextLengthError,
+    DatasetError,
     GlassAgentError,
     HistoryAppendError,
     HistoryConflictError,
@@ -65,6 +67,7 @@ __all__ = [
     "ConfigurationError",
     "ContentBlockedError",
     "ContextLengthError",
+    "DatasetError",
     "GlassAgentError",
     "HistoryAppendError",
     "HistoryConflictError",

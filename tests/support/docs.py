@@ -420,7 +420,12 @@ def cli_problem(arguments: list[str]) -> str | None:
     """Why the CLI's own parser refuses the arguments, or `None`."""
     with redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
-            parse(arguments, glassagent.__version__)
+            if arguments[:1] == ["eval"]:  # `glassagent eval` has its own parser
+                from glassagent.cli._eval import build_parser as eval_parser
+
+                eval_parser().parse_args(arguments[1:])
+            else:
+                parse(arguments, glassagent.__version__)
         except UsageError as error:
             return str(error)
         except SystemExit:

@@ -79,6 +79,21 @@ class ContextLengthError(UserError):
         self.model = model
 
 
+class DatasetError(UserError):
+    """An evaluation dataset cannot be read: the message names the file, the case and the field.
+
+    Attributes:
+        where: The file and case (``cases.jsonl, line 3 (case "add")``), or the index of a
+            case built in Python.
+        field: The case's field at fault (``expected_tool_calls[0].name``), when one is.
+    """
+
+    def __init__(self, message: str, *, where: str = "", field: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
+        self.field = field
+
+
 class ConfigurationError(GlassAgentError, ValueError):
     """Required configuration is missing or invalid, e.g. an API key or a base URL."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from glassagent import __version__
+from glassagent.cli._eval import eval_main
 from glassagent.cli._logs import records_shown, same_screen
 from glassagent.cli._options import DoctorOptions, Options, ServeOptions, UsageError, parse
 from glassagent.cli._rich import INSTALL_HINT, human_view, rich_installed
@@ -31,20 +32,23 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line ``glassagent [chat|run|serve|doctor] [options]``; its exit code.
+    """Run the command line ``glassagent [chat|run|serve|doctor|eval] [options]``; its exit code.
 
     The console scripts ``glassagent`` and ``ai-agent`` and ``python -m glassagent`` call it.
     Exit codes: 0 when the command completed (``serve``: stopped by Ctrl-C or SIGTERM), 1 on
     an error, 2 on bad input (an unknown provider or model, a missing key, a workspace that
     does not exist, an invalid history or tokens file, a host that needs tokens), 3 when the
     budget stopped ``run``'s turn, 130 when aborted (Ctrl-C), 141 when standard output was
-    closed early.
+    closed early. ``eval`` has its own (see ``glassagent eval --help``).
 
     Args:
         argv: The arguments, without the program's name; by default ``sys.argv[1:]``.
     """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["eval"]:
+        return eval_main(args[1:])
     try:
-        options = parse(sys.argv[1:] if argv is None else argv, __version__)
+        options = parse(args, __version__)
     except UsageError as exc:
         _line(sys.stderr, f"glassagent: {exc}")
         return EXIT_BAD_INPUT

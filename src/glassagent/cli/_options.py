@@ -25,7 +25,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 """The port ``serve`` binds unless ``--port`` says otherwise."""
 
-_COMMANDS = ("chat", "run", "serve", "doctor")
+_COMMANDS = ("chat", "run", "serve", "doctor", "eval")
 _ENV_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", re.DOTALL)
 _HELP_FLAGS = ("-h", "--help", "--version")
 
@@ -362,7 +362,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"glassagent {version}")
     commands = parser.add_subparsers(
-        dest="command", metavar="{chat,run,serve,doctor}", parser_class=_Parser
+        dest="command", metavar="{chat,run,serve,doctor,eval}", parser_class=_Parser
     )
     shared, common = _shared(), _common()
     commands.add_parser(
@@ -395,6 +395,11 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         description="Shows whether commands can run in a sandbox here, and why not. Exit code "
         "0 when they can, 1 when not.",
     )
+    commands.add_parser(
+        "eval",
+        help="evaluate a model over a dataset, compare reports (glassagent eval --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -409,6 +414,8 @@ def parse(argv: Sequence[str], version: str) -> Options | ServeOptions | DoctorO
     if not args or (args[0] not in _COMMANDS and args[0] not in _HELP_FLAGS):
         args.insert(0, "chat")
     ns = build_parser(version).parse_args(args)
+    if ns.command == "eval":  # `main` hands `eval` to its own parser (cli/_eval.py)
+        raise UsageError("eval has its own options (see `glassagent eval --help`)")
     if ns.command == "doctor":
         return DoctorOptions()
     if ns.command == "serve":

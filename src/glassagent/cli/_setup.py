@@ -85,18 +85,25 @@ def provider_of(requested: str | None, note: Note) -> str:
 
 @asynccontextmanager
 async def open_client(
-    provider: str, model: str | None, base_url: str | None, note: Note
+    provider: str,
+    model: str | None,
+    base_url: str | None,
+    note: Note,
+    client_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[BaseLLMClient]:
     """The model client of `provider`, closed (and a local server stopped) on exit.
+
+    `client_options` are further keyword arguments of the client (e.g. ``tool_protocol``).
 
     Raises:
         BadInput: For an unknown provider, a missing key or another bad configuration.
     """
     if provider == LOCAL:
-        async with _local_client(model, base_url, note) as local:
+        async with _local_client(model, base_url, note, client_options or {}) as local:
             yield local
         return
     options: dict[str, Any] = {} if base_url is None else {"base_url": base_url}
+    options.update(client_options or {})
     try:
         client = create_llm_client(provider, model=model, **options)
     except ConfigurationError as exc:
@@ -122,7 +129,7 @@ def check_local(model: str | None, base_url: str | None) -> None:
 
 @asynccontextmanager
 async def _local_client(
-    model: str | None, base_url: str | None, note: Note
+    model: str | None, base_url: str | None, note: Note, options: Mapping[str, Any]
 ) -> AsyncIterator[BaseLLMClient]:
     """The embedded local model: the warm server the commands share, or one of its own.
 
@@ -152,7 +159,7 @@ async def _local_client(
             note(f"not keeping the local model running between commands: {exc}")
         else:
             try:
-                async with warm.client() as client:
+                async with warm.client(**options) as client:
                     yield client
             finally:
                 warm.close()
@@ -164,7 +171,7 @@ async def _local_client(
     except ConfigurationError as exc:  # the extra is missing, or a bad model file
         raise BadInput(str(exc)) from exc
     try:
-        async with server.client() as client:
+        async with server.client(**options) as client:
             yield client
     finally:
         await server.astop()

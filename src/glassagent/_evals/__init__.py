@@ -1,0 +1,1 @@
+"""Evaluations of agents over datasets (documented in `glassagent.evals`)."""
