@@ -8,7 +8,9 @@ within a timeout and a budget), scores every attempt with evaluators (`Exact`,
 function returning a `Score`, a float or a bool), records every attempt's events, and
 returns a `Report`: print it as a table, save it as JSON or as an HTML page, and
 `compare` two of them. `load_bfcl` makes a dataset of the Berkeley Function Calling
-Leaderboard's questions. Importing this module imports neither rich nor yaml.
+Leaderboard's questions. Where pydantic-evals or inspect-ai already runs your evaluations,
+`pydantic_evals_task` and `inspect_solver` make an agent their task or solver. Importing this
+module imports none of rich, yaml, pydantic-evals or inspect-ai.
 
 Example:
     ```python
@@ -34,6 +36,7 @@ from glassagent._evals.evaluators import (
     charge,
     evaluator_named,
 )
+from glassagent._evals.interop import inspect_solver, pydantic_evals_task
 from glassagent._evals.model import (
     BUILTIN_EVALUATORS,
     Case,
@@ -80,8 +83,10 @@ __all__ = [
     "compare",
     "evaluate",
     "evaluator_named",
+    "inspect_solver",
     "load_bfcl",
     "pass_at_k",
+    "pydantic_evals_task",
 ]
 
 publish(__name__, globals(), __all__)

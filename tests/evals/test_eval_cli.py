@@ -109,12 +109,13 @@ def test_bfcl_runs_the_questions_with_their_functions_as_tools(tmp_path: Path) -
     with ScriptedModel(call(("area", {"base": 10, "height": 5})), say("25")) as model:
         done = run_cli(
             "eval", "bfcl", "--data", str(data), *model.args(), "--json", "bfcl.json",
-            "--tool-protocol", "native", cwd=tmp_path,
+            "--tool-protocol", "native", "--record", "rec", cwd=tmp_path,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = Report.load(tmp_path / "bfcl.json")
     assert report.dataset == "bfcl-simple_python"
     assert report.config["tool_protocol"] == "native"
+    assert Report.load(tmp_path / "rec" / "report.json").config["tool_protocol"] == "native"
     (attempt,) = report.cases[0].attempts
     assert attempt.passed
     assert [s.evaluator for s in attempt.scores] == ["trajectory"]
@@ -151,3 +152,60 @@ def test_judge_grades_with_the_same_model_and_is_needed_when_named(tmp_path: Pat
         ("judge", 0.25, "One line only.")
     ]
     assert "Three lines about rain." in json.dumps(model.bodies[1]["messages"])
+
+
+def test_an_answer_no_encoding_can_write_still_reports_and_records(tmp_path: Path) -> None:
+    data = dataset(tmp_path / "smoke.jsonl", CASES)
+    with ScriptedModel(say("Par\ud800is", pieces=1), say("4")) as model:
+        done = run_cli(
+            "eval", "run", str(data), *model.args(), "--concurrency", "1", "--record", "rec",
+            "--json", "out.json", "--report", "out.html", cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    capital, total = Report.load(tmp_path / "out.json").cases
+    assert capital.attempts[0].events is None
+    assert (capital.attempts[0].record_error or "").startswith("UnicodeEncodeError")
+    assert total.attempts[0].passed
+    assert (tmp_path / "rec" / "cases" / "sum-0.jsonl").is_file()
+    assert (tmp_path / "out.html").is_file()
+
+
+def test_no_cases_or_every_attempt_failing_exits_1(tmp_path: Path) -> None:
+    empty = dataset(tmp_path / "empty.jsonl", [])
+    with ScriptedModel() as model:
+        done = run_cli("eval", "run", str(empty), *model.args(), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "glassagent: the dataset has no cases: nothing was evaluated" in done.stderr
+    data = dataset(tmp_path / "smoke.jsonl", CASES)
+    with ScriptedModel() as model:  # every call: HTTP 500
+        done = run_cli("eval", "run", str(data), *model.args(), "--timeout", "5", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "glassagent: every attempt failed (2)" in done.stderr
+
+
+def test_compare_exits_1_for_a_removed_case_2_for_a_broken_report_and_writes_a_page(
+    tmp_path: Path,
+) -> None:
+    data = dataset(tmp_path / "smoke.jsonl", CASES)
+    fewer = dataset(tmp_path / "fewer.jsonl", CASES[:1])
+    with ScriptedModel(say("Paris"), say("4"), say("Paris")) as model:
+        for name, cases in (("a", data), ("b", fewer)):
+            done = run_cli(
+                "eval", "run", str(cases), *model.args(), "--concurrency", "1",
+                "--json", f"{name}.json", "--name", name, cwd=tmp_path,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    removed = run_cli("eval", "compare", "a.json", "b.json", "--report", "c.html", cwd=tmp_path)
+    assert removed.returncode == 1, removed.stderr
+    assert "1 case(s) of a.json are not in b.json" in removed.stderr
+    assert "a → b" in (tmp_path / "c.html").read_text(encoding="utf-8")
+    added = run_cli("eval", "compare", "b.json", "a.json", cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    broken = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    broken["summary"] = [1]
+    (tmp_path / "broken.json").write_text(json.dumps(broken), encoding="utf-8")
+    refused = run_cli("eval", "compare", "a.json", "broken.json", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "broken.json: An invalid evaluation report: summary: must be an object" in (
+        refused.stderr
+    )

@@ -2,45 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
-from glassagent._evals.report import CaseReport, Report
+from glassagent._evals import diff
+from glassagent._evals.report import Report, write_page
 
-ChangeKind = Literal["improved", "regressed", "unchanged", "added", "removed"]
+__all__ = ["CaseChange", "ChangeKind", "Comparison", "compare"]
+
+# Defined in `diff`, which the comparison's HTML page imports too (this module imports it).
+ChangeKind = diff.ChangeKind
 """How a case changed between two reports."""
-
-_SCORE_TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class CaseChange:
-    """One case in two reports: its pass rate and mean score before and after."""
-
-    name: str
-    """The case's name."""
-    kind: ChangeKind
-    """``improved`` or ``regressed`` (by pass rate, then by mean score), ``unchanged``,
-    ``added`` (only in the second report) or ``removed`` (only in the first)."""
-    before_pass_rate: float | None
-    """Its pass rate in the first report (`None`: not there)."""
-    after_pass_rate: float | None
-    """Its pass rate in the second report (`None`: not there)."""
-    before_score: float | None
-    """Its mean score in the first report."""
-    after_score: float | None
-    """Its mean score in the second report."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form of the change."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "before_pass_rate": self.before_pass_rate,
-            "after_pass_rate": self.after_pass_rate,
-            "before_score": self.before_score,
-            "after_score": self.after_score,
-        }
+CaseChange = diff.CaseChange
+"""One case in two reports: its pass rate and mean score before and after."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +60,11 @@ class Comparison:
 
     @property
     def has_regressions(self) -> bool:
-        """Whether any case regressed (what CI fails on)."""
-        return bool(self.regressed)
+        """Whether any case regressed or was removed (what CI fails on).
+
+        A removed case counts: what it checked is no longer checked.
+        """
+        return bool(self.regressed or self.removed)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the comparison (with both summaries)."""
@@ -95,20 +74,18 @@ class Comparison:
             "changes": [change.to_dict() for change in self.changes],
         }
 
+    def save_html(self, path: str | os.PathLike[str]) -> None:
+        """Write the comparison as a self-contained HTML page (its folder is created)."""
+        from glassagent._evals.compare_html import render_compare_html
+
+        page = render_compare_html(self.before.to_dict(), self.after.to_dict())
+        write_page(Path(path), page)
+
     def print(self, *, file: Any = None) -> None:
         """Print the comparison as a table (rich; needs ``pip install "glassagent[cli]"``)."""
         from glassagent._evals.table import print_comparison
 
         print_comparison(self, file=file)
-
-
-def _kind(before: CaseReport, after: CaseReport) -> ChangeKind:
-    if after.pass_rate != before.pass_rate:
-        return "improved" if after.pass_rate > before.pass_rate else "regressed"
-    delta = after.mean_score - before.mean_score
-    if abs(delta) <= _SCORE_TOLERANCE:
-        return "unchanged"
-    return "improved" if delta > 0 else "regressed"
 
 
 def compare(before: Report, after: Report) -> Comparison:
@@ -117,29 +94,4 @@ def compare(before: Report, after: Report) -> Comparison:
     A case whose pass rate went up improved, down regressed; at the same pass rate its
     mean score decides.
     """
-    old = {case.name: case for case in before.cases}
-    new = {case.name: case for case in after.cases}
-    changes = []
-    for case in after.cases:
-        was = old.get(case.name)
-        if was is None:
-            changes.append(
-                CaseChange(case.name, "added", None, case.pass_rate, None, case.mean_score)
-            )
-            continue
-        changes.append(
-            CaseChange(
-                case.name,
-                _kind(was, case),
-                was.pass_rate,
-                case.pass_rate,
-                was.mean_score,
-                case.mean_score,
-            )
-        )
-    for case in before.cases:
-        if case.name not in new:
-            changes.append(
-                CaseChange(case.name, "removed", case.pass_rate, None, case.mean_score, None)
-            )
-    return Comparison(before, after, tuple(changes))
+    return Comparison(before, after, diff.case_changes(before, after))

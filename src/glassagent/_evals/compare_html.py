@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from glassagent._evals.compare import CaseChange, compare
+from glassagent._evals.diff import CaseChange, case_changes
 from glassagent._evals.html import _cell, _cost, _esc, _fixed, _ms, _num, _page, _pct, _str
 from glassagent._evals.report import Report
 
@@ -37,14 +37,14 @@ def render_compare_html(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
         UserError: When either is not a report.
     """
     old, new = Report.from_dict(before), Report.from_dict(after)
-    comparison = compare(old, new)
+    changes = case_changes(old, new)
     title = f"{old.name} → {new.name}"
     body = "".join(
         [
             f'<header><h1>{_esc(title)}</h1><div class="facts">{_esc(_facts(old))} → '
             f"{_esc(_facts(new))}</div></header>",
-            _cards(old.summary.to_dict(), new.summary.to_dict(), comparison.changes),
-            _table(comparison.changes),
+            _cards(old.summary.to_dict(), new.summary.to_dict(), changes),
+            _table(changes),
         ]
     )
     return _page(f"{title}: comparison", body)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -15,7 +17,6 @@ from pydantic import BaseModel, Field
 
 from glassagent._core.cost import Cost
 from glassagent._core.errors import DatasetError, UserError
-from glassagent._core.jsontext import snippet
 from glassagent._evals.model import Case, EvalContext, Evaluator, Score, as_score, evaluator_name
 
 if TYPE_CHECKING:
@@ -36,8 +37,56 @@ def _expected(given: Any, ctx: EvalContext, name: str) -> Any:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else snippet(value, None)
+    """A value as text (JSON when not text) cut to `limit` characters.
+
+    JSON is encoded piece by piece and stops at the limit: data built with YAML aliases
+    can be far larger than its file.
+    """
+    if isinstance(value, str):
+        text = value
+    else:
+        pieces: list[str] = []
+        size = 0
+        try:
+            for piece in json.JSONEncoder(default=str).iterencode(value):
+                pieces.append(piece)
+                size += len(piece)
+                if size > limit:
+                    break
+        except (TypeError, ValueError, RecursionError):
+            pieces = [f"<{type(value).__name__}>"]
+        text = "".join(pieces)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are equal, types included.
+
+    Booleans are not numbers (``true != 1``); an int and a float of the same value are
+    equal (``1 == 1.0``), as JSON has one kind of number. Lists must be in the same order.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, bool) or isinstance(y, bool):
+            if not (isinstance(x, bool) and isinstance(y, bool) and x == y):
+                return False
+        elif isinstance(x, (int, float)) or isinstance(y, (int, float)):
+            if not (isinstance(x, (int, float)) and isinstance(y, (int, float)) and x == y):
+                return False
+        elif isinstance(x, Mapping) or isinstance(y, Mapping):
+            if not (isinstance(x, Mapping) and isinstance(y, Mapping)) or x.keys() != y.keys():
+                return False
+            stack.extend((x[key], y[key]) for key in x)
+        elif isinstance(x, (list, tuple)) or isinstance(y, (list, tuple)):
+            if not (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))):
+                return False
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
 
 
 def _jsonable(value: Any) -> Any:
@@ -49,7 +98,9 @@ def _jsonable(value: Any) -> Any:
 class Exact:
     """Passes when the answer equals the expected output, both trimmed of outer whitespace.
 
-    Text is compared with text; any other expected value with the run's (typed) output.
+    Text is compared with text. A number, bool or null expected of a text answer is
+    compared in its JSON form (``9`` matches ``"9"``, ``true`` matches ``"true"``). Any
+    other expected value is compared with the run's typed output (see `same_json`).
     """
 
     name = "exact"
@@ -62,11 +113,14 @@ class Exact:
     def __call__(self, ctx: EvalContext) -> Score:
         """Score one attempt."""
         expected = _expected(self.expected, ctx, self.name)
+        if isinstance(expected, (bool, int, float)) and isinstance(ctx.output, str):
+            expected = json.dumps(expected)
         if not isinstance(expected, str):
-            same = _jsonable(ctx.output) == expected
-            return Score(
-                self.name, float(same), same, "equal" if same else f"expected {_short(expected)}"
-            )
+            answer = _jsonable(ctx.output)
+            if same_json(answer, expected):
+                return Score(self.name, 1.0, True, "equal")
+            got = repr(_short(answer)) if isinstance(answer, str) else _short(answer)
+            return Score(self.name, 0.0, False, f"expected {_short(expected)}, got {got}")
         answer, want = ctx.text.strip(), expected.strip()
         if self.ignore_case:
             answer, want = answer.casefold(), want.casefold()
@@ -78,7 +132,8 @@ class Exact:
 class Contains:
     """Passes when the answer contains the expected text (or each of a list of texts).
 
-    The score is the share of the texts found.
+    The score is the share of the texts found. Anything but text is refused: a dataset
+    whose ``contains`` case expects a number fails to load.
     """
 
     name = "contains"
@@ -91,7 +146,12 @@ class Contains:
     def __call__(self, ctx: EvalContext) -> Score:
         """Score one attempt."""
         expected = _expected(self.expected, ctx, self.name)
-        wanted = [expected] if isinstance(expected, str) else [str(item) for item in expected]
+        if isinstance(expected, str):
+            wanted = [expected]
+        elif isinstance(expected, (list, tuple)) and all(isinstance(w, str) for w in expected):
+            wanted = list(expected)
+        else:
+            raise UserError(f"'contains' needs a text or a list of texts, not {_short(expected)}.")
         answer = ctx.text.casefold() if self.ignore_case else ctx.text
         missing = [w for w in wanted if (w.casefold() if self.ignore_case else w) not in answer]
         score = (len(wanted) - len(missing)) / len(wanted) if wanted else 1.0
@@ -142,7 +202,10 @@ def answer_json(ctx: EvalContext) -> Any:
 
 
 class JsonEqual:
-    """Passes when the answer, read as JSON, equals the expected value (``1 == 1.0``)."""
+    """Passes when the answer, read as JSON, equals the expected value, types included.
+
+    ``true`` is not ``1``; an int equals a float of the same value (``1 == 1.0``).
+    """
 
     name = "json_equal"
 
@@ -163,7 +226,7 @@ class JsonEqual:
             answer = answer_json(ctx)
         except (ValueError, RecursionError):
             return Score(self.name, 0.0, False, f"the answer is not JSON: {_short(ctx.text)!r}")
-        if answer == expected:
+        if same_json(answer, expected):
             return Score(self.name, 1.0, True, "the JSON is equal")
         return Score(self.name, 0.0, False, f"expected {_short(expected)}, got {_short(answer)}")
 
@@ -334,16 +397,25 @@ def evaluator_named(name: str, case: Case) -> Evaluator:
     raise DatasetError(f"{where}: evaluators: {name!r} {problem}.", where=where, field="evaluators")
 
 
-async def run_evaluator(evaluator: Any, ctx: EvalContext) -> Score:
+async def run_evaluator(
+    evaluator: Any, ctx: EvalContext, *, deadline: float | None = None
+) -> Score:
     """Call an evaluator (sync or async) and read what it returns as a `Score`.
 
-    An evaluator that raises scores 0, its error as the reason.
+    An evaluator that raises, or returns a score that is not from 0 to 1, scores 0, its
+    error as the reason. With a `deadline` (a `time.monotonic` time), an async evaluator
+    still running then is cancelled and scores 0 (a sync one cannot be interrupted).
     """
     name = evaluator_name(evaluator)
     try:
         value = evaluator(ctx)
         if inspect.isawaitable(value):
-            value = await value
+            if deadline is None:
+                value = await value
+            else:
+                value = await asyncio.wait_for(value, max(0.0, deadline - time.monotonic()))
         return as_score(value, name)
     except Exception as exc:
+        if isinstance(exc, TimeoutError) and deadline is not None and time.monotonic() >= deadline:
+            return Score(name, 0.0, False, "the evaluator ran out of time (the timeout)")
         return Score(name, 0.0, False, f"the evaluator raised {type(exc).__name__}: {exc}")

@@ -41,8 +41,8 @@ def render_html(report: Mapping[str, Any]) -> str:
 
     Returns:
         The page. It loads nothing from the network and works when opened from a file.
-        An attempt's recorded events are linked by their path relative to the page, so the
-        page is best saved in the folder the events were recorded to.
+        An attempt's recorded events are linked by their ``events`` path, taken as relative
+        to the page (`Report.save_html` writes them so).
     """
     name = _str(report.get("name")) or _str(report.get("dataset")) or "Evaluation"
     cases = [c for c in _list(report.get("cases")) if isinstance(c, Mapping)]
@@ -407,6 +407,9 @@ def _attempt(attempt: Mapping[str, Any], currency: str) -> str:
     parts = [f'<div class="attempt {"pass" if passed else "fail"}">', head]
     if attempt.get("error"):
         parts.append(f'<pre class="error">{_esc(_cut(_str(attempt.get("error"))))}</pre>')
+    if attempt.get("record_error"):
+        why = _cut(_str(attempt.get("record_error")))
+        parts.append(f'<div class="dim record-error">events not recorded: {_esc(why)}</div>')
     parts.append(
         f'<div class="label">Output</div><pre class="output">{_esc(_output(attempt))}</pre>'
     )

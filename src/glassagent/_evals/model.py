@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
+import re
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,12 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _given(data: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A field's value; `default` when it is missing or null (``false``, ``0``... are kept)."""
+    value = data.get(key)
+    return default if value is None else value
+
+
 @dataclass(frozen=True)
 class ExpectedCall:
     """A tool call a case expects the model to make.
@@ -121,9 +129,9 @@ class ExpectedCall:
         try:
             return cls(
                 name=name,
-                arguments=data.get("arguments") or {},
-                any_of=data.get("any_of") or {},
-                optional=frozenset(_str_tuple(data.get("optional") or [], where, "optional")),
+                arguments=_given(data, "arguments", {}),
+                any_of=_given(data, "any_of", {}),
+                optional=frozenset(_str_tuple(_given(data, "optional", []), where, "optional")),
             )
         except DatasetError as exc:
             raise _fail(where, exc.field, _problem(exc)) from None
@@ -202,8 +210,12 @@ class Case:
                 )
             if name == "json_schema" and not isinstance(self.metadata.get("schema"), Mapping):
                 raise _fail(where, "metadata.schema", "is needed (a JSON Schema) by 'json_schema'.")
-            if name == "regex" and not isinstance(self.expected_output, str):
-                raise _fail(where, "expected_output", "must be a regular expression (a string).")
+            if name == "regex":
+                _check_regex(self.expected_output, where)
+            if name == "contains" and not _texts(self.expected_output):
+                raise _fail(
+                    where, "expected_output", "must be a text or a list of texts for 'contains'."
+                )
 
     def scored_by(self) -> tuple[str, ...]:
         """The names of the built-in evaluators that score this case.
@@ -247,12 +259,29 @@ class Case:
                 expected_output=data.get("expected_output"),
                 expected_tool_calls=calls,
                 tool_order=data.get("tool_order", "in_order"),
-                evaluators=_str_tuple(data.get("evaluators") or [], where, "evaluators"),
-                tags=_str_tuple(data.get("tags") or [], where, "tags"),
-                metadata=data.get("metadata") or {},
+                evaluators=_str_tuple(_given(data, "evaluators", []), where, "evaluators"),
+                tags=_str_tuple(_given(data, "tags", []), where, "tags"),
+                metadata=_given(data, "metadata", {}),
             )
         except DatasetError as exc:
             raise _fail(where, exc.field, _problem(exc)) from None
+
+
+def _check_regex(pattern: Any, where: str) -> None:
+    if not isinstance(pattern, str):
+        raise _fail(where, "expected_output", "must be a regular expression (a string).")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        problem = f"is not a valid regular expression ({exc})."
+        raise _fail(where, "expected_output", problem) from None
+
+
+def _texts(value: Any) -> bool:
+    """Whether `value` is a text, or a list of texts (what ``contains`` looks for)."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
 
 
 def _call(data: Any, where: str, index: int) -> ExpectedCall:
@@ -357,6 +386,8 @@ class Dataset:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DatasetError(f"{where}: not JSON ({exc.msg}).", where=where) from None
+            except RecursionError:
+                raise _too_deep(where) from None
             cases.append(Case.from_dict(data, where=where))
         return cls._named(path, cases)
 
@@ -375,6 +406,8 @@ class Dataset:
             document = yaml.safe_load(_read_text(path))
         except yaml.YAMLError as exc:
             raise DatasetError(f"{path}: not YAML ({exc}).", where=str(path)) from None
+        except RecursionError:
+            raise _too_deep(str(path)) from None
         return cls._from_document(path, document)
 
     @classmethod
@@ -419,6 +452,12 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
     except json.JSONDecodeError as exc:
         where = f"{path}, line {exc.lineno}"
         raise DatasetError(f"{where}: not JSON ({exc.msg}).", where=where) from None
+    except RecursionError:
+        raise _too_deep(str(path)) from None
+
+
+def _too_deep(where: str) -> DatasetError:
+    return DatasetError(f"{where}: the data is nested too deeply to read.", where=where)
 
 
 @dataclass(frozen=True)
@@ -434,6 +473,19 @@ class Score:
     reason: str = ""
     """Why, in a sentence."""
 
+    def __post_init__(self) -> None:
+        score = self.score
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, (int, float))
+            or not math.isfinite(score)
+            or not 0 <= score <= 1
+        ):
+            raise UserError(
+                f"The score of {self.evaluator!r} must be a number from 0 to 1, got {score!r}."
+            )
+        object.__setattr__(self, "score", float(score))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the score."""
         return {
@@ -445,10 +497,10 @@ class Score:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Score:
-        """Read a score from its JSON form."""
+        """Read a score from its JSON form (`UserError` for a score that is not from 0 to 1)."""
         return cls(
             evaluator=str(data["evaluator"]),
-            score=float(data["score"]),
+            score=data["score"],
             passed=bool(data["passed"]),
             reason=str(data.get("reason", "")),
         )
@@ -503,8 +555,8 @@ def as_score(value: Any, name: str) -> Score:
     if isinstance(value, bool):
         return Score(name, 1.0 if value else 0.0, value, "passed" if value else "failed")
     if isinstance(value, (int, float)):
-        score = min(1.0, max(0.0, float(value)))
-        return Score(name, score, score >= 0.5, f"score {score:.2f}")
+        score = Score(name, value, value >= 0.5)  # a UserError when not from 0 to 1
+        return Score(name, score.score, score.passed, f"score {score.score:.2f}")
     raise UserError(
         f"The evaluator {name!r} returned {_kind(value)}: return a Score, a float or a bool."
     )

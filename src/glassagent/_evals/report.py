@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,61 @@ FORMAT = "glassagent.eval/1"
 """The ``format`` of a report's JSON; `Report.from_dict` refuses others."""
 
 
-def _decimal(value: Any) -> Decimal | None:
-    return None if value is None else Decimal(str(value))
+class _Invalid(ValueError):
+    """A field of a report's JSON that is not what `save` writes: ``where: problem``."""
+
+
+def _decimal(value: Any, where: str = "cost") -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        number = None if isinstance(value, bool) else Decimal(str(value))
+    except InvalidOperation:
+        number = None
+    if number is None or not number.is_finite() or number < 0 or math.isinf(float(number)):
+        raise _Invalid(f"{where}: must be a decimal amount (a string), got {value!r}")
+    return number
+
+
+def _number(
+    data: Mapping[str, Any], key: str, where: str, default: float = 0.0, top: float = math.inf
+) -> float:
+    value = data.get(key, default)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= top
+    ):
+        span = "from 0 to 1" if top == 1 else "of at least 0"
+        raise _Invalid(f"{where}.{key}: must be a number {span}, got {value!r}")
+    return float(value)
+
+
+def _count(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Invalid(f"{where}.{key}: must be a whole number of at least 0, got {value!r}")
+    return value
+
+
+def _text_or_none(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Invalid(f"{where}.{key}: must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Invalid(f"{where}: must be a list, got {type(value).__name__}")
+    return value
 
 
 def _text(value: Decimal | None) -> str | None:
@@ -69,7 +124,10 @@ class Attempt:
     tool_errors: int = 0
     """Tool calls that ended in an error."""
     events: str | None = None
-    """The recording of the run's events, relative to the report's folder, or `None`."""
+    """The recording of the run's events, or `None`: a path relative to the record folder
+    (``config["record_dir"]``); in a saved report's JSON, relative to the report's folder."""
+    record_error: str | None = None
+    """Why the run's events could not be recorded (the attempt still counts), or `None`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the attempt."""
@@ -90,28 +148,39 @@ class Attempt:
             "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors,
             "events": self.events,
+            "record_error": self.record_error,
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
-        """Read an attempt from its JSON form."""
+    def from_dict(cls, data: Mapping[str, Any], where: str = "attempt") -> Attempt:
+        """Read an attempt from its JSON form (`ValueError` naming the field it refuses)."""
+        data = _object(data, where)
+        scores = []
+        for index, item in enumerate(_array(data.get("scores", []), f"{where}.scores")):
+            try:
+                scores.append(Score.from_dict(_object(item, f"{where}.scores[{index}]")))
+            except (UserError, KeyError, TypeError) as exc:
+                raise _Invalid(f"{where}.scores[{index}]: {exc}") from None
+        if not isinstance(data.get("passed"), bool):
+            raise _Invalid(f"{where}.passed: must be true or false")
         return cls(
-            repeat=int(data["repeat"]),
-            passed=bool(data["passed"]),
-            score=float(data["score"]),
-            scores=tuple(Score.from_dict(score) for score in data.get("scores", ())),
+            repeat=_count(data, "repeat", where),
+            passed=data["passed"],
+            score=_number(data, "score", where, top=1),
+            scores=tuple(scores),
             output=data.get("output"),
-            error=data.get("error"),
-            stop_reason=data.get("stop_reason"),
-            input_tokens=int(data.get("input_tokens", 0)),
-            output_tokens=int(data.get("output_tokens", 0)),
-            cost=_decimal(data.get("cost")),
-            evaluator_cost=_decimal(data.get("evaluator_cost")),
-            latency_ms=float(data.get("latency_ms", 0.0)),
-            model_calls=int(data.get("model_calls", 0)),
-            tool_calls=int(data.get("tool_calls", 0)),
-            tool_errors=int(data.get("tool_errors", 0)),
-            events=data.get("events"),
+            error=_text_or_none(data, "error", where),
+            stop_reason=_text_or_none(data, "stop_reason", where),
+            input_tokens=_count(data, "input_tokens", where),
+            output_tokens=_count(data, "output_tokens", where),
+            cost=_decimal(data.get("cost"), f"{where}.cost"),
+            evaluator_cost=_decimal(data.get("evaluator_cost"), f"{where}.evaluator_cost"),
+            latency_ms=_number(data, "latency_ms", where),
+            model_calls=_count(data, "model_calls", where),
+            tool_calls=_count(data, "tool_calls", where),
+            tool_errors=_count(data, "tool_errors", where),
+            events=_text_or_none(data, "events", where),
+            record_error=_text_or_none(data, "record_error", where),
         )
 
 
@@ -165,12 +234,22 @@ class CaseReport:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CaseReport:
+    def from_dict(cls, data: Mapping[str, Any], where: str = "case") -> CaseReport:
         """Read a case's report from its JSON form (its rates are computed again)."""
+        data = _object(data, where)
+        name = data.get("name")
+        if not isinstance(name, str):
+            raise _Invalid(f"{where}.name: must be a string")
+        tags = _array(data.get("tags", []), f"{where}.tags")
+        if not all(isinstance(tag, str) for tag in tags):
+            raise _Invalid(f"{where}.tags: must be a list of strings")
+        attempts = _array(data.get("attempts", []), f"{where}.attempts")
         return cls(
-            name=str(data["name"]),
-            tags=tuple(data.get("tags", ())),
-            attempts=tuple(Attempt.from_dict(a) for a in data.get("attempts", ())),
+            name=name,
+            tags=tuple(tags),
+            attempts=tuple(
+                Attempt.from_dict(a, f"{where}.attempts[{i}]") for i, a in enumerate(attempts)
+            ),
         )
 
 
@@ -305,24 +384,76 @@ class Report:
             found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
             raise UserError(f"Not an evaluation report of format {FORMAT!r} (found {found!r}).")
         try:
-            summary = data.get("summary") or {}
+            summary = _object(data.get("summary", {}), "summary")
+            currency = summary.get("currency") or "USD"
+            if not isinstance(currency, str):
+                raise _Invalid("summary.currency: must be a string")
+            cases = _array(data.get("cases", []), "cases")
             return cls(
                 name=str(data["name"]),
                 dataset=str(data.get("dataset", "")),
                 started_at=str(data.get("started_at", "")),
-                duration_s=float(data.get("duration_s", 0.0)),
-                config=dict(data.get("config") or {}),
-                cases=tuple(CaseReport.from_dict(case) for case in data.get("cases", ())),
-                currency=str(summary.get("currency") or "USD"),
+                duration_s=_number(data, "duration_s", "report"),
+                config=dict(_object(data.get("config", {}), "config")),
+                cases=tuple(CaseReport.from_dict(c, f"cases[{i}]") for i, c in enumerate(cases)),
+                currency=currency,
             )
-        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
-            raise UserError(f"An invalid evaluation report: {type(exc).__name__}: {exc}") from None
+        except KeyError as exc:
+            raise UserError(f"An invalid evaluation report: {exc} is missing.") from None
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            raise UserError(f"An invalid evaluation report: {exc}.") from None
+
+    def _placed(self, folder: Path) -> Report:
+        """The report as saved in `folder`: its events' paths relative to that folder."""
+        record = self.config.get("record_dir")
+        if not isinstance(record, str) or not record:
+            return self
+        base = os.path.abspath(record)
+
+        def moved(attempt: Attempt) -> Attempt:
+            if not attempt.events:
+                return attempt
+            return dataclasses.replace(
+                attempt, events=_relative(os.path.join(base, attempt.events), folder)
+            )
+
+        cases = tuple(
+            dataclasses.replace(case, attempts=tuple(moved(a) for a in case.attempts))
+            for case in self.cases
+        )
+        config = {**self.config, "record_dir": _relative(base, folder)}
+        return dataclasses.replace(self, config=config, cases=cases)
+
+    def _found_in(self, folder: Path) -> Report:
+        """The report read from `folder`: the opposite of `_placed`."""
+        record = self.config.get("record_dir")
+        if not isinstance(record, str) or not record:
+            return self  # its events' paths are relative to `folder` and stay so
+        base = os.path.abspath(folder / record)
+
+        def found(attempt: Attempt) -> Attempt:
+            if not attempt.events:
+                return attempt
+            events = _relative(os.path.join(os.path.abspath(folder), attempt.events), Path(base))
+            return dataclasses.replace(attempt, events=events)
+
+        cases = tuple(
+            dataclasses.replace(case, attempts=tuple(found(a) for a in case.attempts))
+            for case in self.cases
+        )
+        return dataclasses.replace(self, config={**self.config, "record_dir": base}, cases=cases)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the report as JSON (its folder is created)."""
+        """Write the report as JSON (its folder is created).
+
+        The paths of recorded events are written relative to the file's folder, so they
+        resolve wherever the report is saved. Text is written ASCII-escaped, so that any
+        output, even one with a lone surrogate, can be written.
+        """
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str)
+        data = self._placed(target.parent).to_dict()
+        text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
         target.write_text(text + "\n", encoding="utf-8")
 
     @classmethod
@@ -334,20 +465,40 @@ class Report:
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise UserError(f"{path}: cannot read the report ({exc}).") from None
-        return cls.from_dict(data)
+        try:
+            report = cls.from_dict(data)
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
+        return report._found_in(Path(path).parent)
 
     def save_html(self, path: str | os.PathLike[str]) -> None:
-        """Write the report as a self-contained HTML page with charts (its folder is created)."""
+        """Write the report as a self-contained HTML page with charts (its folder is created).
+
+        Its links to recorded events are relative to the page's folder.
+        """
         from glassagent._evals.html import render_html
 
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render_html(self.to_dict()), encoding="utf-8")
+        write_page(target, render_html(self._placed(target.parent).to_dict()))
 
     def print(self, *, file: Any = None) -> None:
         """Print the report as a table (rich; needs ``pip install "glassagent[cli]"``)."""
         from glassagent._evals.table import print_report
 
         print_report(self, file=file)
+
+
+def _relative(target: str, folder: Path) -> str:
+    """`target` relative to `folder`, with ``/``; absolute when there is no such path."""
+    try:
+        return Path(os.path.relpath(target, os.path.abspath(folder))).as_posix()
+    except ValueError:  # another drive
+        return Path(target).as_posix()
+
+
+def write_page(target: Path, page: str) -> None:
+    """Write an HTML page as UTF-8 (its folder is created); unencodable characters become ``?``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(page.encode("utf-8", errors="replace"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -93,10 +94,13 @@ async def evaluate(
             the same name as a case's replaces the built-in, e.g. a configured `Judge`).
         concurrency: Most attempts running at once.
         repeat: Attempts per case (pass@k, mean and spread of the scores).
-        timeout: Seconds each attempt may take (`None`: the agent's ``run_timeout``).
+        timeout: Seconds each attempt's run may take (`None`: the agent's ``run_timeout``);
+            its evaluators get as many seconds again, together (an async one still running
+            then scores 0; a sync one cannot be interrupted).
         budget: Limits on each attempt's spending (`None`: the agent's ``budget``).
         record_dir: A folder for each attempt's events, ``cases/<case>-<repeat>.jsonl``
-            (replay one with ``ReplayClient``), and the report as ``report.json``.
+            (replay one with ``ReplayClient``), and the report as ``report.json``. An
+            attempt whose events cannot be written keeps its score, with ``record_error``.
         name: The report's name (default: the dataset's).
         progress: Show a progress bar on stderr (rich; `None`: when stderr is a terminal
             and rich is installed).
@@ -142,6 +146,7 @@ async def evaluate(
             "repeat": repeat,
             "timeout_s": timeout,
             "evaluators": sorted({evaluator_name(e) for job in jobs for e in job.evaluators}),
+            **({"record_dir": str(folder.absolute())} if folder is not None else {}),
         },
         cases=tuple(
             CaseReport(case.name, case.tags, tuple(attempts[i * repeat : (i + 1) * repeat]))
@@ -192,9 +197,13 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[bool], None]]:
 
 
 def _file_name(case: str, repeat: int) -> str:
-    """A file name for a case's attempt: the name, made safe (and unique) for any system."""
+    """A file name for a case's attempt: the name, made safe (and unique) for any system.
+
+    A name changed to be safe, or with capitals (``A`` and ``a`` are one file on macOS and
+    Windows), gets a short hash of itself.
+    """
     safe = _UNSAFE.sub("_", case).strip("._")[:80]
-    if safe != case:
+    if safe != case or case != case.lower():
         safe = f"{safe}_{hashlib.sha256(case.encode()).hexdigest()[:8]}"
     return f"{safe}-{repeat}.jsonl"
 
@@ -274,7 +283,8 @@ class _Runner:
             return ()
         if not job.evaluators:
             return (_NO_EVALUATOR,)
-        return tuple([await run_evaluator(evaluator, ctx) for evaluator in job.evaluators])
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        return tuple([await run_evaluator(e, ctx, deadline=deadline) for e in job.evaluators])
 
     def _attempt(
         self,
@@ -292,6 +302,7 @@ class _Runner:
             self.config.setdefault("currency", result.cost.currency)
             cost = _amount([result.cost, *charged])
         score = sum(s.score for s in scores) / len(scores) if scores else 0.0
+        recorded, record_error = self._record(job, result)
         return Attempt(
             repeat=job.repeat,
             passed=ctx.error is None and all(s.passed for s in scores),
@@ -312,16 +323,24 @@ class _Runner:
                 for e in events
                 if e.type == "function_execution_complete" and e.depth == 0 and e.execution.is_error
             ),
-            events=self._record(job, result),
+            events=recorded,
+            record_error=record_error,
         )
 
-    def _record(self, job: _Job, result: RunResult[Any] | None) -> str | None:
+    def _record(self, job: _Job, result: RunResult[Any] | None) -> tuple[str | None, str | None]:
+        """Save the attempt's events: their path, or `None` and why they could not be."""
         if self.folder is None or result is None or not result.events:
-            return None
+            return None, None
         relative = f"cases/{_file_name(job.case.name, job.repeat)}"
-        (self.folder / "cases").mkdir(parents=True, exist_ok=True)
-        result.save_events(self.folder / relative)
-        return relative
+        target = self.folder / relative
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            result.save_events(target)
+        except Exception as exc:  # e.g. text no encoding can write: the attempt still counts
+            with contextlib.suppress(OSError):
+                target.unlink(missing_ok=True)
+            return None, " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+        return relative, None
 
 
 def _output(result: RunResult[Any]) -> Any:

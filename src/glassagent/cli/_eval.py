@@ -1,8 +1,9 @@
 """``glassagent eval run|compare|bfcl``: evaluate a model over a dataset, compare two reports.
 
 Exit codes: 0 when done (``run`` and ``bfcl``: the mean score meets ``--min-score``;
-``compare``: no case regressed), 1 when the mean score is below ``--min-score``, a case
-regressed, or the evaluation failed, 2 on bad input (options, dataset, report files).
+``compare``: no case regressed or was removed), 1 when the mean score is below
+``--min-score``, a case regressed or was removed, or the evaluation failed (no cases, or
+every attempt failed), 2 on bad input (options, dataset, report files).
 """
 
 from __future__ import annotations
@@ -107,10 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(run)
     compare = commands.add_parser(
         "compare",
-        help="what changed between two JSON reports (exit code 1 when a case regressed)",
+        help="what changed between two JSON reports (exit code 1 when a case regressed or "
+        "was removed)",
     )
     compare.add_argument("before", metavar="A.json", type=Path, help="the baseline report")
     compare.add_argument("after", metavar="B.json", type=Path, help="the new report")
+    compare.add_argument(
+        "--report", metavar="FILE", type=Path, help="write the comparison as an HTML page"
+    )
     bfcl = commands.add_parser(
         "bfcl",
         parents=[shared],
@@ -181,6 +186,11 @@ def _compare(ns: argparse.Namespace, output: _Output) -> int:
         raise BadInput(str(exc)) from exc
     comparison = compare(before, after)
     comparison.print(file=output.out)
+    if ns.report is not None:
+        comparison.save_html(ns.report)
+        output.note(f"HTML comparison written to {ns.report}")
+    if comparison.removed and not comparison.regressed:
+        output.note(f"{len(comparison.removed)} case(s) of {ns.before} are not in {ns.after}")
     return EXIT_FAILED if comparison.has_regressions else EXIT_OK
 
 
@@ -236,6 +246,8 @@ async def _evaluate(ns: argparse.Namespace, output: _Output) -> int:
 def _finish(report: Any, ns: argparse.Namespace, output: _Output, protocol: str | None) -> int:
     if protocol:
         report = dataclasses.replace(report, config={**report.config, "tool_protocol": protocol})
+        if ns.record is not None:  # evaluate saved it without the protocol
+            report.save(ns.record / "report.json")
     report.print(file=output.out)
     if ns.json is not None:
         report.save(ns.json)
@@ -245,7 +257,14 @@ def _finish(report: Any, ns: argparse.Namespace, output: _Output, protocol: str 
         output.note(f"HTML report written to {ns.report}")
     if ns.record is not None:
         output.note(f"events recorded in {ns.record / 'cases'}")
-    mean = report.summary.mean_score
+    summary = report.summary
+    if summary.attempts == 0:
+        output.note("the dataset has no cases: nothing was evaluated")
+        return EXIT_FAILED
+    if all(attempt.error for case in report.cases for attempt in case.attempts):
+        output.note(f"every attempt failed ({summary.attempts}): see the errors above")
+        return EXIT_FAILED
+    mean = summary.mean_score
     if ns.min_score is not None and mean < ns.min_score:
         output.note(f"the mean score {mean:.3f} is below --min-score {ns.min_score:g}")
         return EXIT_FAILED
