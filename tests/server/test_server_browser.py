@@ -29,6 +29,7 @@ from glassagent.profiles import reload_profiles
 from glassagent.server import create_app, user_directory
 from glassagent.testing import ScriptedClient
 from glassagent.workspace import Workspace
+from tests.support.browser import headless_chromium
 from tests.support.profiles import write_profile
 
 TOKEN = "web-view-token"
@@ -37,46 +38,11 @@ WAIT_SECONDS = 20
 T = TypeVar("T")
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must provide {what} for the browser test (see .ci/run)")
-    pytest.skip(f"needs {what}")
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """A headless chromium; nothing is downloaded (the system's chromedriver, SE_OFFLINE)."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        _missing("chromium and chromedriver (apt-get install chromium chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing('selenium (pip install -e ".[dev]")')
-    offline = os.environ.get("SE_OFFLINE")
-    os.environ["SE_OFFLINE"] = "true"  # selenium-manager must not look anything up
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,860",
-        "--force-device-scale-factor=1",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        if offline is None:
-            del os.environ["SE_OFFLINE"]
-        else:
-            os.environ["SE_OFFLINE"] = offline
 
 
 class ThreadedServer:
